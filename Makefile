@@ -1,0 +1,60 @@
+# The two commands of the README:
+#   make book   build the rendered book (creates/reuses the virtual environment .venv)
+#   make test   lint, unit tests, notebook tests (nbval) and the rendered-book tests
+PYTHON      ?= python3
+VENV        ?= .venv
+BIN         := $(VENV)/bin
+# Where pip finds the CPU build of torch pinned in constraints.txt, if not on the default index:
+# e.g. make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+PIP         := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt \
+               $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+PYTEST_ARGS ?=
+JB_STRICT   := -W -n --keep-going
+
+.PHONY: venv book test unit notebooks lint assignments bench constraints clean
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make book    build the book into _build/html (strict: any warning fails)"
+	@echo "make test    ruff + pytest: unit tests, notebooks (nbval), rendered-book tests"
+	@echo "make unit    only the fast unit tests"
+	@echo "make assignments  regenerate the student notebooks from notebooks/assignments/source"
+	@echo "make bench   print attention / model speed and memory numbers"
+
+venv: $(VENV)/.installed
+
+# The stamp is rebuilt whenever a requirements file changes; otherwise the venv is reused.
+$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) -r requirements-dev.txt
+	# timm is only a test reference; it hard-requires torchvision, which has no CPU wheel here.
+	$(PIP) --no-deps timm
+	$(PIP) --no-deps -e .
+	touch $@
+
+book: venv
+	rm -rf _build/.doctrees
+	$(BIN)/jupyter-book build . $(JB_STRICT)
+
+lint: venv
+	$(BIN)/ruff check .
+
+unit: venv
+	$(BIN)/python -m pytest tests -m "not book" --ignore-glob='tests/test_notebooks*' $(PYTEST_ARGS)
+
+test: venv lint book
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+assignments: venv
+	$(BIN)/python -m vitedu.assignments
+
+bench: venv
+	$(BIN)/python benchmarks/bench_attention.py
+
+constraints: venv
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^vitedu' > constraints.new
+	@echo "review constraints.new, then move it over constraints.txt (keep the header)"
+
+clean:
+	rm -rf _build .pytest_cache

@@ -1,0 +1,31 @@
+"""Shared fixtures: every test that takes ``device`` runs on each device present (CPU always, CUDA/MPS
+where available), so running the suite on a GPU machine proves GPU support."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+# Notebooks run by nbval use this many threads, as the stored outputs were produced with it.
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+def _devices() -> list[str]:
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+@pytest.fixture(params=_devices())
+def device(request) -> torch.device:
+    return torch.device(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)

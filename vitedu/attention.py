@@ -1,0 +1,116 @@
+"""Scaled dot-product attention and multi-head self-attention (Vaswani et al., 2017).
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
+
+One function holds both routes: the explicit maths, which also returns the attention weights (the
+T x T matrix the book plots), and PyTorch's fused kernel (``F.scaled_dot_product_attention``), which
+never materialises that matrix and is what training uses. Tests check that the two agree.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import Tensor, nn
+
+
+def _check_qkv(q: Tensor, k: Tensor, v: Tensor) -> None:
+    if q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        raise ValueError(
+            f"attention expects q, k, v of shape (..., tokens, features); got q {tuple(q.shape)}, "
+            f"k {tuple(k.shape)}, v {tuple(v.shape)}. For a single sequence use (tokens, features)."
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"queries and keys must have the same feature size d_k to be compared by a dot product; "
+            f"got q (..., {q.shape[-1]}) and k (..., {k.shape[-1]}). Project them to the same size first."
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"every key needs exactly one value: k has {k.shape[-2]} tokens but v has {v.shape[-2]}. "
+            "Keys and values must come from the same sequence."
+        )
+
+
+def scaled_dot_product_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    need_weights: bool = True,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor | None]:
+    """Attend from every query to every key and return the weighted sum of values.
+
+    q: (..., queries, d_k)   k: (..., keys, d_k)   v: (..., keys, d_v)
+    -> output (..., queries, d_v), weights (..., queries, keys) or None
+
+    ``...`` is any number of leading axes, e.g. (batch, heads). ``mask`` is either boolean (True where
+    a query may attend) or additive (added to the logits), broadcastable to (..., queries, keys).
+    ``scale`` defaults to 1/sqrt(d_k), which keeps the logits at unit variance (chapter 2).
+    With ``need_weights=False`` PyTorch's fused kernel runs and the weights are ``None``.
+    The returned weights are the softmax output before attention dropout.
+    """
+    _check_qkv(q, k, v)
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    if not need_weights:
+        output = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, scale=scale)
+        return output, None
+
+    logits = (q @ k.transpose(-2, -1)) * scale  # (..., queries, keys)
+    if mask is not None:
+        logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
+    weights = logits.softmax(dim=-1)  # each row (one query) sums to one over the keys
+    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    return dropped @ v, weights  # (..., queries, d_v)
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """h attention heads of size d_k = dim / h, computed in parallel and mixed by an output projection.
+
+    (batch, tokens, dim) -> (batch, tokens, dim), weights (batch, heads, tokens, tokens) or None
+
+    Layout as in timm: one fused ``qkv`` Linear whose output is [q | k | v], each split into heads as
+    (heads, head_dim) - the same row layout as ``nn.MultiheadAttention.in_proj_weight`` - and a
+    ``proj`` Linear that mixes the concatenated heads. Splitting into heads adds no parameters.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        qkv_bias: bool = True,
+        attn_drop: float = 0.0,
+        proj_drop: float = 0.0,
+        fused_attn: bool = True,
+    ) -> None:
+        super().__init__()
+        if dim % num_heads:
+            divisors = [h for h in range(1, dim + 1) if dim % h == 0]
+            raise ValueError(
+                f"embed_dim={dim} is not divisible by num_heads={num_heads}: every head needs the same "
+                f"size d_k = dim / heads. Choose num_heads from {divisors} (or change embed_dim)."
+            )
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim**-0.5  # 1/sqrt(d_k), with d_k the *head* size, not dim
+        self.fused_attn = fused_attn
+        self.attn_drop = attn_drop
+        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        # x: (batch, tokens, dim)
+        q, k, v = rearrange(self.qkv(x), "b t (qkv h d) -> qkv b h t d", qkv=3, h=self.num_heads)
+        x, weights = scaled_dot_product_attention(
+            q, k, v,  # each (batch, heads, tokens, head_dim)
+            dropout_p=self.attn_drop if self.training else 0.0,
+            need_weights=need_weights or not self.fused_attn,
+            scale=self.scale,
+        )
+        x = rearrange(x, "b h t d -> b t (h d)")  # concatenate the heads: (batch, tokens, dim)
+        x = self.proj_drop(self.proj(x))
+        return x, weights if need_weights else None

@@ -1,0 +1,138 @@
+"""The Vision Transformer (Dosovitskiy et al., 2021), with timm's parameter names.
+
+    image -> patches -> linear embedding -> [CLS] + positions -> L encoder blocks -> LayerNorm -> head
+
+The state_dict has the same keys and shapes as ``timm.models.vision_transformer.VisionTransformer``
+for the same configuration, so timm checkpoints load directly (and ``vitedu.from_pretrained`` converts
+Hugging Face ones).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from .blocks import Block
+from .patching import PatchEmbedding, learned_pos_embed, resample_pos_embed, sincos_pos_embed_2d
+
+
+class VisionTransformer(nn.Module):
+    """A plain ViT classifier.
+
+    (batch, in_chans, height, width) -> logits (batch, num_classes)
+
+    pool="cls" classifies from a learned [CLS] token prepended to the patches (ViT paper); pool="mean"
+    has no [CLS] token, averages the patch tokens and applies the final LayerNorm after pooling
+    (``fc_norm``, as timm/BEiT/MAE). pos_embed="sincos" uses fixed 2-D sin-cos positions instead of
+    learned ones (same parameter, frozen). Images of another size than ``img_size`` are accepted: the
+    position embeddings are resampled to the new patch grid on the fly.
+    """
+
+    def __init__(
+        self,
+        img_size: int | tuple[int, int] = 224,
+        patch_size: int = 16,
+        in_chans: int = 3,
+        num_classes: int = 1000,
+        embed_dim: int = 768,
+        depth: int = 12,
+        num_heads: int = 12,
+        mlp_ratio: float = 4.0,
+        qkv_bias: bool = True,
+        pool: str = "cls",
+        drop_rate: float = 0.0,
+        attn_drop_rate: float = 0.0,
+        drop_path_rate: float = 0.0,
+        norm_eps: float = 1e-6,
+        init_values: float | None = None,
+        pos_embed: str = "learn",
+    ) -> None:
+        super().__init__()
+        if pool not in ("cls", "mean"):
+            raise ValueError(f"pool must be 'cls' (a [CLS] token) or 'mean' (average of patch tokens), got {pool!r}")
+        if pos_embed not in ("learn", "sincos"):
+            raise ValueError(f"pos_embed must be 'learn' or 'sincos', got {pos_embed!r}")
+        if embed_dim % num_heads:
+            divisors = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
+            raise ValueError(
+                f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}: each head gets "
+                f"embed_dim / num_heads features. Choose num_heads from {divisors}."
+            )
+        self.pool = pool
+        self.num_classes = num_classes
+        self.embed_dim = embed_dim
+        self.num_prefix_tokens = 1 if pool == "cls" else 0
+
+        self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, embed_dim)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if pool == "cls" else None
+        num_tokens = self.num_prefix_tokens + self.patch_embed.num_patches
+        if pos_embed == "learn":
+            self.pos_embed = learned_pos_embed(num_tokens, embed_dim)
+        else:
+            grid = self.patch_embed.grid_size
+            sincos = sincos_pos_embed_2d(embed_dim, grid, self.num_prefix_tokens)
+            self.pos_embed = nn.Parameter(sincos, requires_grad=False)
+        self.pos_drop = nn.Dropout(drop_rate)
+
+        drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]  # deeper blocks drop more
+        self.blocks = nn.ModuleList(
+            Block(embed_dim, num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate, dp, init_values, norm_eps)
+            for dp in drop_path
+        )
+        # Final LayerNorm: on every token before [CLS] pooling, or on the average after mean pooling.
+        self.norm = nn.LayerNorm(embed_dim, eps=norm_eps) if pool == "cls" else nn.Identity()
+        self.fc_norm = nn.LayerNorm(embed_dim, eps=norm_eps) if pool == "mean" else nn.Identity()
+        self.head_drop = nn.Dropout(drop_rate)
+        self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        # timm's default: truncated normal (std 0.02) for Linear weights, zero biases, a tiny [CLS].
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.trunc_normal_(module.weight, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    def _pos_embed(self, x: Tensor, grid_size: tuple[int, int]) -> Tensor:
+        """Prepend [CLS] and add positions. (batch, patches, dim) -> (batch, tokens, dim)"""
+        pos_embed = self.pos_embed
+        if grid_size != self.patch_embed.grid_size:  # another resolution: resample the position grid
+            pos_embed = resample_pos_embed(pos_embed, grid_size, self.patch_embed.grid_size, self.num_prefix_tokens)
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        return self.pos_drop(x + pos_embed)
+
+    def _encode(self, images: Tensor, need_weights: bool) -> tuple[Tensor, list[Tensor]]:
+        x = self.patch_embed(images)  # (batch, patches, dim)
+        patch = self.patch_embed.patch_size
+        x = self._pos_embed(x, (images.shape[-2] // patch[0], images.shape[-1] // patch[1]))
+        maps = []
+        for block in self.blocks:
+            x, weights = block(x, need_weights=need_weights)
+            maps.append(weights)
+        return self.norm(x), maps  # (batch, tokens, dim)
+
+    def forward_features(self, images: Tensor) -> Tensor:
+        """(batch, in_chans, height, width) -> (batch, tokens, embed_dim), after the final norm."""
+        return self._encode(images, need_weights=False)[0]
+
+    def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
+        """(batch, tokens, embed_dim) -> (batch, num_classes); pre_logits=True stops before the head."""
+        pooled = features[:, 0] if self.pool == "cls" else features[:, self.num_prefix_tokens :].mean(dim=1)
+        pooled = self.head_drop(self.fc_norm(pooled))  # (batch, embed_dim)
+        return pooled if pre_logits else self.head(pooled)
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.forward_head(self.forward_features(images))
+
+    @torch.no_grad()
+    def attention_maps(self, images: Tensor) -> Tensor:
+        """Post-softmax attention weights of every block.
+
+        (batch, in_chans, height, width) -> (depth, batch, heads, tokens, tokens)
+        Row i of a map is how token i distributes its attention; token 0 is [CLS] when pool="cls".
+        """
+        return torch.stack(self._encode(images, need_weights=True)[1])
