@@ -10,6 +10,9 @@ TORCH_INDEX ?=
 PIP         := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt \
                $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 PYTEST_ARGS ?=
+# nbval re-executes every chapter and assignment source and compares with the stored outputs.
+NBVAL       := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg \
+               --ignore=notebooks/assignments/release
 JB_STRICT   := -W -n --keep-going
 
 .PHONY: venv book test unit notebooks lint assignments bench constraints clean
@@ -41,10 +44,13 @@ lint: venv
 	$(BIN)/ruff check .
 
 unit: venv
-	$(BIN)/python -m pytest tests -m "not book" --ignore-glob='tests/test_notebooks*' $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests -m "not book" $(PYTEST_ARGS)
+
+notebooks: venv
+	$(BIN)/python -m pytest notebooks $(NBVAL) $(PYTEST_ARGS)
 
 test: venv lint book
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
 
 assignments: venv
 	$(BIN)/python -m vitedu.assignments
