@@ -173,6 +173,9 @@ def resample_pos_embed(
         )
     prefix, grid = pos_embed[:, :num_prefix_tokens], pos_embed[:, num_prefix_tokens:]
     grid = rearrange(grid, "1 (h w) d -> 1 d h w", h=old_h, w=old_w).float()
-    grid = F.interpolate(grid, size=(new_h, new_w), mode=mode, align_corners=False, antialias=mode != "nearest")
+    if mode in ("bilinear", "bicubic"):  # antialias only matters when shrinking the grid
+        grid = F.interpolate(grid, size=(new_h, new_w), mode=mode, align_corners=False, antialias=True)
+    else:
+        grid = F.interpolate(grid, size=(new_h, new_w), mode=mode)
     grid = rearrange(grid, "1 d h w -> 1 (h w) d").to(pos_embed.dtype)
     return torch.cat([prefix, grid], dim=1)

@@ -176,7 +176,9 @@ def from_pretrained(path_or_hub_id: str | Path, **overrides: Any) -> VisionTrans
 def _download(hub_id: str) -> Path:
     """Fetch config.json and the weights of a hub model (needs the internet and huggingface_hub)."""
     if hub_id.count("/") != 1:
-        raise ValueError(f"{hub_id!r} is neither an existing file or directory nor a hub id like 'google/vit-base-patch16-224'")
+        raise ValueError(
+            f"{hub_id!r} is neither an existing file or directory nor a hub id like 'google/vit-base-patch16-224'"
+        )
     try:
         from huggingface_hub import snapshot_download
     except ImportError as err:

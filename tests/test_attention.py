@@ -1,0 +1,127 @@
+"""Attention against independent references: a hand-computed example, PyTorch's fused kernel and
+``torch.nn.MultiheadAttention``."""
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from vitedu.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+
+
+def test_hand_computed_2x2():
+    q = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    k = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    v = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    # logits = q k^T / sqrt(2) = I / sqrt(2): each query prefers its own key with weight sigmoid(1/sqrt 2)
+    w_self = 1 / (1 + math.exp(-1 / math.sqrt(2)))
+    expected_weights = torch.tensor([[w_self, 1 - w_self], [1 - w_self, w_self]])
+    expected = torch.tensor(
+        [[w_self * 1 + (1 - w_self) * 3, w_self * 2 + (1 - w_self) * 4],
+         [(1 - w_self) * 1 + w_self * 3, (1 - w_self) * 2 + w_self * 4]]
+    )
+    out, weights = scaled_dot_product_attention(q, k, v)
+    torch.testing.assert_close(weights, expected_weights)
+    torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (2, 5, 8), (2, 3, 5, 8), (2, 2, 3, 5, 8)])
+def test_fused_matches_explicit_for_any_leading_dims(device, shape):
+    q, k, v = (torch.randn(shape, device=device) for _ in range(3))
+    explicit, weights = scaled_dot_product_attention(q, k, v, need_weights=True)
+    fused, none = scaled_dot_product_attention(q, k, v, need_weights=False)
+    assert none is None
+    assert weights.shape == shape[:-1] + (shape[-2],)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(shape[:-1], device=device))
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(explicit, torch.nn.functional.scaled_dot_product_attention(q, k, v))
+
+
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_masks_agree_between_paths(device, kind):
+    q, k, v = (torch.randn(2, 4, 6, 8, device=device) for _ in range(3))
+    allowed = torch.rand(6, 6, device=device) > 0.3
+    allowed.fill_diagonal_(True)  # every query may attend to at least itself
+    mask = allowed if kind == "bool" else torch.zeros(6, 6, device=device).masked_fill(~allowed, float("-inf"))
+    explicit, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    fused, _ = scaled_dot_product_attention(q, k, v, mask=mask, need_weights=False)
+    assert torch.all(weights[..., ~allowed] == 0)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+
+
+def test_custom_scale_is_used():
+    q, k, v = (torch.randn(3, 4) for _ in range(3))
+    _, weights = scaled_dot_product_attention(q, k, v, scale=1.0)
+    torch.testing.assert_close(weights, (q @ k.T).softmax(-1))
+
+
+def test_cross_attention_shapes():
+    q, k, v = torch.randn(2, 3, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 5)
+    out, weights = scaled_dot_product_attention(q, k, v)
+    assert out.shape == (2, 3, 5) and weights.shape == (2, 3, 7)
+
+
+@pytest.mark.parametrize(
+    "shapes, message",
+    [
+        (((4, 8), (4, 6), (4, 8)), "same feature size d_k"),
+        (((4, 8), (4, 8), (5, 8)), "exactly one value"),
+        (((8,), (8,), (8,)), "shape \\(..., tokens, features\\)"),
+    ],
+)
+def test_bad_shapes_explain_themselves(shapes, message):
+    with pytest.raises(ValueError, match=message):
+        scaled_dot_product_attention(*(torch.randn(s) for s in shapes))
+
+
+def _copy_to_torch_mha(ours: MultiHeadSelfAttention, dim: int, heads: int) -> nn.MultiheadAttention:
+    ref = nn.MultiheadAttention(dim, heads, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(ours.qkv.weight)  # same [q | k | v] row layout, heads as (h, d)
+        ref.in_proj_bias.copy_(ours.qkv.bias)
+        ref.out_proj.weight.copy_(ours.proj.weight)
+        ref.out_proj.bias.copy_(ours.proj.bias)
+    return ref.eval()
+
+
+def test_multi_head_matches_torch_multihead_attention(device):
+    dim, heads = 48, 6
+    ours = MultiHeadSelfAttention(dim, heads).to(device).eval()
+    ref = _copy_to_torch_mha(ours, dim, heads).to(device)
+    x = torch.randn(3, 10, dim, device=device)
+    expected, expected_weights = ref(x, x, x, need_weights=True, average_attn_weights=False)
+    out, weights = ours(x, need_weights=True)
+    fused, none = ours(x)
+    assert none is None
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(fused, expected, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(weights, expected_weights, atol=1e-6, rtol=1e-4)
+
+
+def test_heads_add_no_parameters():
+    counts = {h: sum(p.numel() for p in MultiHeadSelfAttention(96, h).parameters()) for h in (1, 2, 4, 8)}
+    assert set(counts.values()) == {4 * 96 * 96 + 4 * 96}
+
+
+def test_explicit_module_path_when_fused_is_off():
+    torch.manual_seed(0)
+    fused = MultiHeadSelfAttention(32, 4).eval()
+    explicit = MultiHeadSelfAttention(32, 4, fused_attn=False).eval()
+    explicit.load_state_dict(fused.state_dict())
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(explicit(x)[0], fused(x)[0], atol=1e-6, rtol=1e-5)
+
+
+def test_attention_dropout_only_in_training():
+    attn = MultiHeadSelfAttention(32, 4, attn_drop=0.5)
+    x = torch.randn(2, 5, 32)
+    attn.eval()
+    torch.testing.assert_close(attn(x)[0], attn(x)[0])
+    attn.train()
+    assert not torch.allclose(attn(x)[0], attn(x)[0])
+
+
+def test_dim_not_divisible_by_heads():
+    with pytest.raises(ValueError, match=r"not divisible by num_heads=5.*\[1, 2, 3, 4, 6, 8, 12, 16, 24, 48\]"):
+        MultiHeadSelfAttention(48, 5)

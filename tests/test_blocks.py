@@ -1,0 +1,59 @@
+"""The encoder block: pre-norm wiring, parameter count, regularisers that cost nothing when off."""
+
+import torch
+import torch.nn.functional as F
+
+from vitedu.blocks import Block, DropPath, LayerScale
+
+
+def test_block_is_pre_norm_attention_then_mlp():
+    dim, heads = 32, 4
+    block = Block(dim, heads).eval()
+    x = x_in = torch.randn(2, 7, dim)
+    # from scratch, with the block's own weights
+    h = F.layer_norm(x, (dim,), block.norm1.weight, block.norm1.bias, eps=1e-6)
+    q, k, v = (h @ block.attn.qkv.weight.T + block.attn.qkv.bias).split(dim, dim=-1)
+    split = lambda t: t.reshape(2, 7, heads, dim // heads).transpose(1, 2)  # noqa: E731
+    a = torch.softmax(split(q) @ split(k).transpose(-2, -1) / (dim // heads) ** 0.5, dim=-1) @ split(v)
+    x = x + a.transpose(1, 2).reshape(2, 7, dim) @ block.attn.proj.weight.T + block.attn.proj.bias
+    h = F.layer_norm(x, (dim,), block.norm2.weight, block.norm2.bias, eps=1e-6)
+    expected = x + block.mlp.fc2(F.gelu(block.mlp.fc1(h)))
+    out, weights = block(x_in, need_weights=False)
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    assert weights is None
+
+
+def test_parameter_count_is_12d2_plus_13d():
+    for dim in (64, 192, 768):
+        block = Block(dim, num_heads=4)
+        assert sum(p.numel() for p in block.parameters()) == 12 * dim**2 + 13 * dim
+
+
+def test_layer_scale_and_drop_path_add_nothing_when_off():
+    plain = Block(64, 4)
+    assert isinstance(plain.ls1, torch.nn.Identity) and isinstance(plain.drop_path1, torch.nn.Identity)
+    scaled = Block(64, 4, init_values=1e-5, drop_path=0.1)
+    extra = sum(p.numel() for p in scaled.parameters()) - sum(p.numel() for p in plain.parameters())
+    assert extra == 2 * 64  # two LayerScale vectors; DropPath has no parameters
+    assert isinstance(scaled.ls1, LayerScale) and isinstance(scaled.drop_path1, DropPath)
+
+
+def test_drop_path_drops_whole_samples_and_keeps_the_mean():
+    drop = DropPath(0.25)
+    x = torch.ones(20000, 3, 4)
+    drop.eval()
+    assert torch.equal(drop(x), x)
+    drop.train()
+    y = drop(x)
+    per_sample = y.flatten(1)
+    assert torch.all((per_sample == 0).all(1) | (per_sample == 1 / 0.75).all(1))  # all or nothing
+    assert abs(y.mean().item() - 1.0) < 0.02
+    assert abs((per_sample[:, 0] == 0).float().mean().item() - 0.25) < 0.02
+
+
+def test_block_returns_attention_weights_on_request():
+    block = Block(32, 4).eval()
+    x = torch.randn(2, 5, 32)
+    out, weights = block(x, need_weights=True)
+    assert weights.shape == (2, 4, 5, 5)
+    torch.testing.assert_close(out, block(x)[0], atol=1e-5, rtol=1e-5)

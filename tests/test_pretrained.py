@@ -1,0 +1,154 @@
+"""Checkpoint loading against Hugging Face ``transformers`` and timm, and the safety of loading."""
+
+import json
+import os
+import pickle
+import socket
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from timm_reference import import_timm
+
+import vitedu
+from vitedu.pretrained import from_pretrained
+
+transformers = pytest.importorskip("transformers", reason="transformers is a test dependency")
+HF_CONFIG = dict(
+    image_size=32, patch_size=8, num_channels=3, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
+    intermediate_size=96, num_labels=5, hidden_act="gelu", layer_norm_eps=1e-12,
+)
+
+
+@pytest.fixture(scope="module")
+def hf_model():
+    torch.manual_seed(0)
+    model = transformers.ViTForImageClassification(transformers.ViTConfig(**HF_CONFIG)).eval()
+    with torch.no_grad():  # HF initialises LayerNorms to (1, 0) and [CLS] to zero: randomise everything
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model
+
+
+def _hf_logits(model, images):
+    with torch.no_grad():
+        return model(pixel_values=images).logits
+
+
+@pytest.mark.parametrize("weights", ["safetensors", "bin"])
+def test_hugging_face_round_trip_gives_identical_logits(hf_model, tmp_path, weights):
+    hf_model.save_pretrained(tmp_path)
+    if weights == "bin":  # the older checkpoint format: a pickled state_dict
+        from safetensors.torch import load_file
+
+        torch.save(load_file(tmp_path / "model.safetensors"), tmp_path / "pytorch_model.bin")
+        os.remove(tmp_path / "model.safetensors")
+    ours = from_pretrained(tmp_path)
+    images = torch.randn(4, 3, 32, 32)
+    diff = (ours(images) - _hf_logits(hf_model, images)).abs().max().item()
+    assert diff <= 1e-4, f"max abs logit difference {diff:.2e}"
+    assert ours.blocks[0].norm1.eps == 1e-12  # HF's layer_norm_eps is carried over
+    assert ours.class_names == [f"LABEL_{i}" for i in range(5)]
+    assert not ours.training
+
+
+def test_hugging_face_attention_weights_match(hf_model, tmp_path):
+    hf_model.save_pretrained(tmp_path)
+    ours = from_pretrained(tmp_path)
+    images = torch.randn(2, 3, 32, 32)
+    hf_model.config._attn_implementation = "eager"  # the implementation that can return weights
+    with torch.no_grad():
+        expected = torch.stack(hf_model(pixel_values=images, output_attentions=True).attentions)
+    torch.testing.assert_close(ours.attention_maps(images), expected, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".pth"])
+def test_timm_state_dict_file(tmp_path, suffix):
+    timm = import_timm()
+    if timm is None:
+        pytest.skip("timm is not installed")
+    from timm.models.vision_transformer import VisionTransformer as TimmViT
+
+    theirs = TimmViT(img_size=32, patch_size=8, embed_dim=384, depth=2, num_heads=6, num_classes=7).eval()
+    path = tmp_path / f"vit{suffix}"
+    if suffix == ".safetensors":
+        save_file(theirs.state_dict(), path)
+    else:
+        torch.save({"model": theirs.state_dict(), "epoch": 3}, path)  # a training-script checkpoint
+    ours = from_pretrained(path)
+    images = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(ours(images), theirs(images), atol=1e-5, rtol=1e-5)
+
+
+def test_mismatched_checkpoint_names_every_problem(tmp_path):
+    model = vitedu.VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5)
+    state = model.state_dict()
+    state.pop("norm.weight")
+    state["head.weight"] = torch.zeros(7, 48)
+    state["extra.weight"] = torch.zeros(1)
+    with pytest.raises(ValueError) as err:
+        vitedu.pretrained.load_checked(model, state)
+    message = str(err.value)
+    assert "missing from checkpoint: ['norm.weight']" in message
+    assert "unexpected in checkpoint: ['extra.weight']" in message
+    assert "head.weight: checkpoint (7, 48) vs model (5, 48)" in message
+
+
+def test_hugging_face_config_with_other_activation_is_refused(hf_model, tmp_path):
+    hf_model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "hidden_act": "relu"}))
+    with pytest.raises(ValueError, match="exact GELU"):
+        from_pretrained(tmp_path)
+
+
+class _Exploit:  # a pickle that would run code when unpickled by an unsafe loader
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_loading_never_runs_pickled_code(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.pth"
+    with open(path, "wb") as f:
+        pickle.dump({"patch_embed.proj.weight": _Exploit(str(marker))}, f, protocol=2)
+    with pytest.raises(pickle.UnpicklingError):
+        from_pretrained(path)
+    assert not marker.exists()
+
+
+def test_not_a_checkpoint(tmp_path):
+    with pytest.raises(ValueError, match="no config.json"):
+        from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="neither an existing file or directory nor a hub id"):
+        from_pretrained(tmp_path / "missing")
+
+
+def _hub_reachable() -> bool:
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.network
+def test_google_vit_base_from_the_hub():
+    if not _hub_reachable():
+        pytest.skip("the Hugging Face hub (huggingface.co:443) is unreachable from this machine")
+    from matplotlib import cbook
+    from PIL import Image
+
+    ours = from_pretrained("google/vit-base-patch16-224")
+    theirs = transformers.ViTForImageClassification.from_pretrained("google/vit-base-patch16-224").eval()
+    with cbook.get_sample_data("grace_hopper.jpg") as f:
+        photo = Image.open(f).convert("RGB").resize((224, 224), Image.BILINEAR)
+    pixels = torch.tensor(list(photo.getdata()), dtype=torch.float32).reshape(1, 224, 224, 3) / 255
+    images = (pixels.permute(0, 3, 1, 2) - 0.5) / 0.5
+    ours_logits = ours(images)
+    diff = (ours_logits - _hf_logits(theirs, images)).abs().max().item()
+    assert diff <= 1e-4, f"max abs logit difference {diff:.2e}"
+    assert ours.class_names[ours_logits.argmax().item()] == theirs.config.id2label[ours_logits.argmax().item()]

@@ -1,0 +1,150 @@
+"""The full model: paper parameter counts, timm's layout and numerics, gradients, resolutions, dtypes."""
+
+import pytest
+import torch
+from timm_reference import import_timm
+
+import vitedu
+from vitedu import VisionTransformer, count_parameters, create_model
+
+timm = import_timm()
+needs_timm = pytest.mark.skipif(timm is None, reason="timm is not installed (pip install --no-deps timm)")
+
+SMALL = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=10)
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [  # ViT paper Table 1 / timm / torchvision, 1000 classes, 224 px, [CLS] pooling
+        ("vit_tiny_patch16_224", 5_717_416),
+        ("vit_small_patch16_224", 22_050_664),
+        ("vit_base_patch16_224", 86_567_656),
+        ("vit_large_patch16_224", 304_326_632),
+    ],
+)
+def test_parameter_counts_match_the_paper(name, params):
+    with torch.device("meta"):  # no memory is allocated for the weights
+        model = create_model(name)
+    assert count_parameters(model) == params
+
+
+def test_unknown_model_lists_the_names():
+    with pytest.raises(ValueError, match="unknown model 'vit_gigantic'.*vit_base_patch16_224.*vit_tiny"):
+        create_model("vit_gigantic")
+
+
+def _timm_vit(pool: str, **kwargs):
+    from timm.models.vision_transformer import VisionTransformer as TimmViT
+
+    extra = dict(class_token=False, global_pool="avg") if pool == "mean" else {}
+    return TimmViT(**kwargs, **extra)
+
+
+@needs_timm
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+@pytest.mark.parametrize("extras", [{}, {"init_values": 1e-5}, {"qkv_bias": False}])
+def test_state_dict_identical_to_timm(pool, extras):
+    ours = VisionTransformer(**SMALL, pool=pool, **extras)
+    theirs = _timm_vit(pool, **SMALL, **extras)
+    ours_sd, theirs_sd = ours.state_dict(), theirs.state_dict()
+    assert list(ours_sd) == list(theirs_sd)  # same keys, in the same order
+    assert {k: v.shape for k, v in ours_sd.items()} == {k: v.shape for k, v in theirs_sd.items()}
+
+
+@needs_timm
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_timm_weights_give_timm_outputs(device, pool):
+    theirs = _timm_vit(pool, **SMALL).to(device).eval()
+    ours = VisionTransformer(**SMALL, pool=pool).to(device).eval()
+    ours.load_state_dict(theirs.state_dict())  # direct load, no conversion
+    images = torch.randn(3, 3, 32, 32, device=device)
+    torch.testing.assert_close(ours(images), theirs(images), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ours.forward_features(images), theirs.forward_features(images), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_shapes_and_attention_maps(device, pool):
+    model = VisionTransformer(**SMALL, pool=pool).to(device).eval()
+    images = torch.randn(2, 3, 32, 32, device=device)
+    tokens = 16 + (pool == "cls")
+    assert model(images).shape == (2, 10)
+    assert model.forward_features(images).shape == (2, tokens, 48)
+    maps = model.attention_maps(images)
+    assert maps.shape == (2, 2, 3, tokens, tokens)  # (depth, batch, heads, tokens, tokens)
+    torch.testing.assert_close(maps.sum(-1), torch.ones(2, 2, 3, tokens, device=device))
+    # the explicit path (which materialises the weights) computes what the fused path computes
+    explicit = model.forward_head(model._encode(images, need_weights=True)[0])
+    torch.testing.assert_close(explicit, model(images), atol=1e-5, rtol=1e-5)
+
+
+def test_gradients_reach_every_parameter(device):
+    model = VisionTransformer(**SMALL, init_values=1e-1, drop_path_rate=0.0).to(device)
+    model(torch.randn(2, 3, 32, 32, device=device)).logsumexp(-1).sum().backward()
+    missing = [name for name, p in model.named_parameters() if p.grad is None or p.grad.abs().sum() == 0]
+    assert missing == []
+
+
+def test_sincos_positions_are_fixed():
+    model = VisionTransformer(**SMALL, pos_embed="sincos")
+    assert not model.pos_embed.requires_grad
+    torch.testing.assert_close(model.pos_embed, vitedu.sincos_pos_embed_2d(48, 4, num_prefix_tokens=1))
+    assert list(model.state_dict()) == list(VisionTransformer(**SMALL).state_dict())
+
+
+def test_other_resolution_resamples_positions(device):
+    model = VisionTransformer(**SMALL).to(device).eval()
+    images = torch.randn(2, 3, 48, 64, device=device)  # 6 x 8 patch grid instead of 4 x 4
+    wide = VisionTransformer(**{**SMALL, "img_size": (48, 64)}).to(device).eval()
+    state = model.state_dict()
+    state["pos_embed"] = vitedu.resample_pos_embed(model.pos_embed, (6, 8), (4, 4))
+    wide.load_state_dict(state)
+    torch.testing.assert_close(model(images), wide(images), atol=1e-5, rtol=1e-5)
+    assert model.attention_maps(images).shape == (2, 2, 3, 49, 49)
+
+
+def test_bf16_autocast_runs():
+    model = VisionTransformer(**SMALL).eval()
+    images = torch.randn(2, 3, 32, 32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(images)
+    assert logits.dtype == torch.bfloat16
+    assert (logits.float() - model(images)).abs().max() < 0.1
+
+
+def test_torch_compile_matches_eager():
+    if not hasattr(torch, "compile"):
+        pytest.skip("this torch has no torch.compile")
+    model = VisionTransformer(img_size=8, patch_size=4, embed_dim=16, depth=1, num_heads=2, num_classes=3).eval()
+    images = torch.randn(2, 3, 8, 8)
+    try:
+        compiled = torch.compile(model, backend="aot_eager")  # no C++ toolchain needed
+        out = compiled(images)
+    except Exception as err:  # pragma: no cover - depends on the platform
+        pytest.skip(f"torch.compile is not supported here: {type(err).__name__}: {err}")
+    torch.testing.assert_close(out, model(images), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "kwargs, images, message",
+    [
+        (SMALL, (2, 3, 30, 32), "not divisible by patch size"),
+        (SMALL, (2, 1, 32, 32), "expects 3 channel"),
+        (SMALL, (3, 32, 32), "4-D batch"),
+    ],
+)
+def test_bad_images_explain_themselves(kwargs, images, message):
+    with pytest.raises(ValueError, match=message):
+        VisionTransformer(**kwargs)(torch.randn(images))
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"num_heads": 5}, "embed_dim=48 is not divisible by num_heads=5"),
+        ({"pool": "max"}, "pool must be 'cls'"),
+        ({"img_size": 30}, "not divisible by patch_size"),
+    ],
+)
+def test_bad_configurations_explain_themselves(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        VisionTransformer(**{**SMALL, **overrides})
