@@ -1,0 +1,469 @@
+"""vitedu.checks: a correct solution passes on every device; each diagnosed mistake, planted in an
+otherwise correct solution, fails with the hint that names it; a stub says it is not implemented.
+
+The "student solutions" below are written independently of vitedu, in plain torch, with switches
+that plant one mistake at a time.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import vitedu
+from vitedu.checks import (
+    CheckFailed,
+    check_attention,
+    check_attention_weights,
+    check_encoder_block,
+    check_multi_head_attention,
+    check_multi_head_merge,
+    check_multi_head_split,
+    check_patch_embedding,
+    check_patchify,
+    check_single_head,
+    check_vit_forward,
+)
+
+# ---------------------------------------------------------------------------------------------------
+# A1: attention
+
+
+def attention_weights(q, k, scale="sqrt_dk", axis=-1, keys_first=False, softmax=True):
+    d_k = q.shape[-1]
+    factor = {"sqrt_dk": 1 / math.sqrt(d_k), "none": 1.0, "dk": 1 / d_k, "times": math.sqrt(d_k)}[scale]
+    logits = (k @ q.transpose(-2, -1) if keys_first else q @ k.transpose(-2, -1)) * factor
+    return torch.softmax(logits, dim=axis) if softmax else logits
+
+
+def attention(q, k, v, transpose_weights=False, **mistake):
+    weights = attention_weights(q, k, **mistake)
+    return (weights.transpose(-2, -1) if transpose_weights else weights) @ v
+
+
+def single_head(x, w_q, w_k, w_v, scale_by_width=False, swap_qk=False, v_from=None):
+    q, k, v = x @ w_q, x @ w_k, x @ (w_q if v_from == "w_q" else w_v)
+    if swap_qk:
+        q, k = k, q
+    logits = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1] if scale_by_width else q.shape[-1])
+    return torch.softmax(logits, dim=-1) @ v
+
+
+def split_heads(x, num_heads, mistake=None):
+    batch, tokens, dim = x.shape
+    if mistake == "view":
+        return x.reshape(batch, num_heads, tokens, dim // num_heads)
+    if mistake == "interleave":
+        return x.reshape(batch, tokens, dim // num_heads, num_heads).permute(0, 3, 1, 2)
+    x = x.reshape(batch, tokens, num_heads, dim // num_heads)
+    return x if mistake == "no_transpose" else x.transpose(1, 2)
+
+
+def merge_heads(x, mistake=None):
+    batch, heads, tokens, d_k = x.shape
+    if mistake == "view":
+        return x.reshape(batch, tokens, heads * d_k)
+    if mistake == "interleave":
+        return x.permute(0, 2, 3, 1).reshape(batch, tokens, heads * d_k)
+    if mistake == "view_after_transpose":
+        return x.transpose(1, 2).view(batch, tokens, heads * d_k)
+    return x.transpose(1, 2).reshape(batch, tokens, heads * d_k)
+
+
+def make_mhsa(scale_by_width=False, merge=None, split=None, no_proj=False):
+    class MultiHeadAttention(nn.Module):
+        def __init__(self, dim, num_heads):
+            super().__init__()
+            self.num_heads, self.head_dim = num_heads, dim // num_heads
+            self.qkv = nn.Linear(dim, 3 * dim)
+            self.proj = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            q, k, v = (split_heads(t, self.num_heads, split) for t in self.qkv(x).chunk(3, dim=-1))
+            logits = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1] if scale_by_width else self.head_dim)
+            out = merge_heads(torch.softmax(logits, dim=-1) @ v, merge)
+            return out if no_proj else self.proj(out)
+
+    return MultiHeadAttention
+
+
+def not_implemented(*args):
+    raise NotImplementedError()
+
+
+def test_correct_a1_solutions_pass_on_every_device(device, capsys):
+    check_attention_weights(attention_weights, device=device)
+    check_attention(attention, device=device)
+    check_single_head(single_head, device=device)
+    check_multi_head_split(split_heads, device=device)
+    check_multi_head_merge(merge_heads, device=device)
+    check_multi_head_attention(make_mhsa(), device=device)
+    out = capsys.readouterr().out
+    assert out.count("✓") == 6 and "passed" in out
+
+
+def test_a_tuple_of_values_and_weights_is_accepted():
+    check_attention(lambda q, k, v: (attention(q, k, v), attention_weights(q, k)))
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        (dict(axis=-2), r"columns sum to one.*softmax\(dim=-1\)"),
+        (dict(softmax=False), r"forget the softmax"),
+        (dict(scale="none"), r"scale is missing"),
+        (dict(scale="dk"), r"divided by d_k = 8.*1 / sqrt\(d_k\)"),
+        (dict(scale="times"), r"multiplied the logits by sqrt\(d_k\)"),
+        (dict(keys_first=True), r"compared the keys with the queries \(k @ q\^T\)"),
+    ],
+)
+def test_attention_weights_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_attention_weights(functools.partial(attention_weights, **mistake))
+
+
+def test_attention_weights_reports_the_row_sums():
+    with pytest.raises(CheckFailed, match=r"rows of your weights sum to \d\.\d\d\.\.\.\d\.\d\d instead of 1"):
+        check_attention_weights(functools.partial(attention_weights, axis=-2))
+
+
+def test_attention_weights_wrong_shape_names_the_axis():
+    with pytest.raises(CheckFailed, match=r"axis 3 \(keys\) has size 1 instead of 6"):
+        check_attention_weights(lambda q, k: attention_weights(q, k).sum(-1, keepdim=True))
+
+
+def test_attention_weights_k_dot_t_on_batched_inputs_gets_the_batch_hint():
+    with pytest.raises(CheckFailed, match=r"k.transpose\(-2, -1\) rather than k.T"):
+        check_attention_weights(lambda q, k: torch.softmax(q @ k.permute(*range(k.dim() - 1, -1, -1)), -1))
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        (dict(axis=-2), r"softmax ran over the wrong axis.*rows of your attention weights sum to \d\.\d\d"),
+        (dict(keys_first=True), r"transposed keys"),
+        (dict(softmax=False), r"softmax is missing"),
+        (dict(transpose_weights=True), r"\*transposed\* weights"),
+        (dict(scale="none"), r"scale is missing"),
+        (dict(scale="dk"), r"divided by d_k"),
+    ],
+)
+def test_attention_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_attention(functools.partial(attention, **mistake))
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        (dict(scale_by_width=True), r"scaled by sqrt\(D\) = sqrt\(16\).*d_k = 4"),
+        (dict(swap_qk=True), r"transposed keys"),
+        (dict(v_from="w_q"), r"v = x @ w_v"),
+    ],
+)
+def test_single_head_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_single_head(functools.partial(single_head, **mistake))
+
+
+def test_single_head_without_value_projection_is_a_shape_error_with_hint():
+    def no_value_projection(x, w_q, w_k, w_v):
+        q, k = x @ w_q, x @ w_k
+        return torch.softmax(q @ k.transpose(-2, -1) / 2, dim=-1) @ x
+
+    with pytest.raises(CheckFailed, match=r"(?s)axis 2 \(d_k\) has size 16 instead of 4.*v = x @ w_v"):
+        check_single_head(no_value_projection)
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("view", r"reshaped straight to \(batch, heads, tokens, head_dim\).*transpose\(1, 2\)"),
+        ("interleave", r"contiguous slice.*'\(d h\)' order"),
+        ("no_transpose", r"(?s)wrong order.*\.transpose\(1, 2\)"),
+    ],
+)
+def test_split_heads_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_multi_head_split(functools.partial(split_heads, mistake=mistake))
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("view", r"heads merged in the wrong order.*Transpose first"),
+        ("interleave", r"heads merged in the wrong order.*interleaved"),
+        ("view_after_transpose", r"use \.reshape\(\.\.\.\) instead of \.view"),
+    ],
+)
+def test_merge_heads_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_multi_head_merge(functools.partial(merge_heads, mistake=mistake))
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        (dict(scale_by_width=True), r"1/sqrt\(D\) = 1/sqrt\(12\).*d_k = D / h = 4"),
+        (dict(merge="view"), r"heads merged in the wrong order.*transpose\(1, 2\)"),
+        (dict(merge="interleave"), r"heads merged in the wrong order.*interleaved"),
+        (dict(split="view"), r"heads are split wrongly"),
+        (dict(no_proj=True), r"output projection is missing"),
+    ],
+)
+def test_multi_head_attention_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_multi_head_attention(make_mhsa(**mistake))
+
+
+def test_multi_head_attention_with_other_layer_names_is_told_to_keep_the_init():
+    class Renamed(nn.Module):
+        def __init__(self, dim, num_heads):
+            super().__init__()
+            self.to_qkv = nn.Linear(dim, 3 * dim)
+
+    with pytest.raises(CheckFailed, match="Keep the __init__ you were given"):
+        check_multi_head_attention(Renamed)
+
+
+@pytest.mark.parametrize(
+    "check, name",
+    [
+        (check_attention_weights, "not_implemented"),
+        (check_attention, "not_implemented"),
+        (check_single_head, "not_implemented"),
+        (check_multi_head_split, "not_implemented"),
+        (check_multi_head_merge, "not_implemented"),
+    ],
+)
+def test_a_stub_is_reported_as_not_implemented(check, name):
+    with pytest.raises(CheckFailed, match=f"you have not implemented `{name}` yet"):
+        check(not_implemented)
+
+
+def test_a_stub_inside_a_method_is_named_by_its_qualified_name():
+    class Stub(nn.Module):
+        def __init__(self, dim, num_heads):
+            super().__init__()
+            self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+
+        def forward(self, x):
+            raise NotImplementedError()
+
+    expected = "Stub.forward" if hasattr(Stub.forward.__code__, "co_qualname") else "forward"
+    with pytest.raises(CheckFailed, match=f"not implemented `.*{expected}` yet"):
+        check_multi_head_attention(Stub)
+
+
+def test_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    check_multi_head_attention(make_mhsa())
+    check_attention(attention)
+    assert torch.equal(torch.rand(3), expected)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A2: patches to ViT
+
+
+def patchify(images, patch_size, order="rows", inner="pixel_channel"):
+    batch, chans, height, width = images.shape
+    p = patch_size
+    if order == "reshape":
+        return images.reshape(batch, height * width // p**2, -1)
+    x = images.reshape(batch, chans, height // p, p, width // p, p)  # b c gh p1 gw p2
+    x = x.permute(0, 2, 4, 3, 5, 1)  # b gh gw p1 p2 c
+    if order == "columns":
+        x = x.transpose(1, 2)
+    if inner == "channel_pixel":
+        x = x.permute(0, 1, 2, 5, 3, 4)
+    elif inner == "column_row":
+        x = x.transpose(3, 4)
+    return x.reshape(batch, -1, p * p * chans)
+
+
+def make_patch_embed(**mistake):
+    class PatchEmbed(nn.Module):
+        def __init__(self, img_size, patch_size, in_chans, embed_dim):
+            super().__init__()
+            self.patch_size = patch_size
+            self.proj = nn.Linear(patch_size * patch_size * in_chans, embed_dim)
+
+        def forward(self, images):
+            return self.proj(patchify(images, self.patch_size, **mistake))
+
+    return PatchEmbed
+
+
+def make_block(mistake=None):
+    class EncoderBlock(nn.Module):
+        def __init__(self, dim, num_heads):
+            super().__init__()
+            self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+            self.attn = vitedu.MultiHeadSelfAttention(dim, num_heads)
+            self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+            self.mlp = vitedu.Mlp(dim, 4 * dim)
+
+        def forward(self, x):
+            def attn(t):
+                return self.attn(t)[0]
+
+            if mistake == "post_norm":
+                x = self.norm1(x + attn(x))
+                return self.norm2(x + self.mlp(x))
+            if mistake == "no_attn_residual":
+                x = attn(self.norm1(x))
+            elif mistake == "normalised_skip":
+                x = self.norm1(x) + attn(self.norm1(x))
+            elif mistake == "no_norms":
+                x = x + attn(x)
+                return x + self.mlp(x)
+            else:
+                x = x + attn(self.norm1(x))
+            if mistake == "no_mlp_residual":
+                return self.mlp(self.norm2(x))
+            if mistake == "norm1_twice":
+                return x + self.mlp(self.norm1(x))
+            return x + self.mlp(self.norm2(x))
+
+    return EncoderBlock
+
+
+def make_vit(mistake=None):
+    class ViT(nn.Module):
+        def __init__(self, img_size, patch_size, in_chans, num_classes, embed_dim, depth, num_heads):
+            super().__init__()
+            self.patch_embed = vitedu.PatchEmbedding(img_size, patch_size, in_chans, embed_dim)
+            num_patches = self.patch_embed.num_patches
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim))
+            self.pos_embed = nn.Parameter(torch.zeros(1, num_patches + 1, embed_dim))
+            self.blocks = nn.ModuleList(vitedu.Block(embed_dim, num_heads) for _ in range(depth))
+            self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
+            self.head = nn.Linear(embed_dim, num_classes)
+
+        def forward(self, images):
+            x = self.patch_embed(images)
+            cls = self.cls_token.expand(x.shape[0], -1, -1)
+            x = torch.cat([x, cls] if mistake == "cls_last" else [cls, x], dim=1)
+            if mistake != "no_pos":
+                x = x + self.pos_embed
+            for block in self.blocks:
+                x, _ = block(x)
+            if mistake != "no_norm":
+                x = self.norm(x)
+            return self.head(x.mean(dim=1) if mistake == "mean_pool" else x[:, 0])
+
+    return ViT
+
+
+def test_correct_a2_solutions_pass_on_every_device(device, capsys):
+    check_patchify(patchify, device=device)
+    check_patch_embedding(make_patch_embed(), device=device)
+    check_encoder_block(make_block(), device=device)
+    check_vit_forward(make_vit(), device=device)
+    assert capsys.readouterr().out.count("✓") == 4
+
+
+def test_patchify_with_einops_and_unfold_style_solutions():
+    from einops import rearrange
+
+    check_patchify(lambda im, p: rearrange(im, "b c (h p1) (w p2) -> b (h w) (p1 p2 c)", p1=p, p2=p))
+    unfold = functools.partial(torch.nn.functional.unfold)
+    with pytest.raises(CheckFailed, match=r"ordered \(channel, row, column\).*F.unfold"):
+        check_patchify(lambda im, p: unfold(im, p, stride=p).transpose(1, 2))
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        (dict(order="columns"), r"column-major order.*'\(h w\)'"),
+        (dict(inner="channel_pixel"), r"ordered \(channel, row, column\)"),
+        (dict(inner="column_row"), r"rows and columns inside each patch are swapped"),
+        (dict(order="reshape"), r"plain reshape cuts the image into runs of consecutive pixels"),
+    ],
+)
+def test_patchify_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_patchify(functools.partial(patchify, **mistake))
+
+
+def test_patchify_wrong_shape_names_the_axes():
+    with pytest.raises(CheckFailed, match=r"Patches and features are swapped"):
+        check_patchify(lambda im, p: patchify(im, p).transpose(1, 2))
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        (dict(order="columns"), r"column-major order"),
+        (dict(inner="channel_pixel"), r"ordered \(channel, row, column\)"),
+    ],
+)
+def test_patch_embedding_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_patch_embedding(make_patch_embed(**mistake))
+
+
+def test_patch_embedding_stub_in_patchify_is_named():
+    class PatchEmbed(make_patch_embed()):
+        def forward(self, images):
+            return self.proj(not_implemented(images))
+
+    with pytest.raises(CheckFailed, match="not implemented `not_implemented` yet"):
+        check_patch_embedding(PatchEmbed)
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("post_norm", r"post-norm"),
+        ("no_attn_residual", r"residual connection around attention is missing"),
+        ("no_mlp_residual", r"residual connection around the MLP is missing"),
+        ("normalised_skip", r"skip connection carries the normalised tokens"),
+        ("norm1_twice", r"used norm1 before the MLP"),
+        ("no_norms", r"LayerNorms are missing"),
+    ],
+)
+def test_encoder_block_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_encoder_block(make_block(mistake))
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("cls_last", r"\[CLS\] token is at the wrong end.*Prepend it"),
+        ("no_pos", r"position embeddings are not added"),
+        ("mean_pool", r"averaged all tokens"),
+        ("no_norm", r"final LayerNorm is missing"),
+    ],
+)
+def test_vit_forward_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_vit_forward(make_vit(mistake))
+
+
+def test_check_failed_is_an_assertion_error():
+    # nbgrader (and pytest) count an AssertionError as a failed test, with the message shown.
+    assert issubclass(CheckFailed, AssertionError)
+    with pytest.raises(AssertionError, match="not implemented"):
+        check_vit_forward(_stub_vit())
+
+
+def _stub_vit():
+    class Stub(make_vit()):
+        def forward(self, images):
+            raise NotImplementedError()
+
+    return Stub
+
+
+def test_an_unknown_mistake_gets_the_generic_message_with_the_error_size():
+    with pytest.raises(CheckFailed, match=r"right shape but wrong values: the largest difference"):
+        check_attention(lambda q, k, v: attention(q, k, v) * 1.1)
