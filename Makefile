@@ -53,7 +53,7 @@ test: venv lint book
 	$(BIN)/python -m pytest tests notebooks $(NBVAL) $(PYTEST_ARGS)
 
 assignments: venv
-	$(BIN)/python -m vitedu.assignments
+	$(BIN)/python tools/make_assignments.py
 
 bench: venv
 	$(BIN)/python benchmarks/bench_attention.py
