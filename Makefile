@@ -36,8 +36,9 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproj
 	$(PIP) --no-deps -e .
 	touch $@
 
+# A clean build every time (no stale pages of removed chapters): it renders stored outputs, so it is quick.
 book: venv
-	rm -rf _build/.doctrees
+	rm -rf _build/.doctrees _build/html
 	$(BIN)/jupyter-book build . $(JB_STRICT)
 
 lint: venv

@@ -1,4 +1,6 @@
-"""A one-line way to document a vitedu module in the book's API reference.
+"""The book's own Sphinx extension: the API reference directive, and two fixes for a clean build.
+
+A one-line way to document a vitedu module in the book's API reference:
 
     ```{vitedu-module} vitedu.attention
     ```
@@ -20,7 +22,6 @@ from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
 
-
 # A line of a plain-text docstring that states shapes, e.g. "(batch, tokens, dim) -> (batch, tokens, dim)",
 # "-> output (..., queries, d_v)" or "q: (..., queries, d_k)   k: (..., keys, d_k)".
 _SHAPE_LINE = re.compile(r"^(\(|->|\w+: \()")
@@ -30,29 +31,53 @@ _BULLET = re.compile(r"^[-*] ")
 def plain_to_rst(lines: list[str]) -> list[str]:
     """Make a plain-text docstring (the house style: no reST markup) render as written.
 
-    Shape lines keep their line breaks (they become a reST line block instead of being run into the
-    surrounding sentence), and a bullet list gets the blank lines reST requires around it. The first
-    line is the summary and is left alone. Only whole unindented lines are touched, so real reST
-    (directives, literal blocks, indented maths) passes through unchanged.
+    - Shape lines keep their line breaks: they become a reST line block instead of being run into the
+      surrounding sentence.
+    - A bullet list gets the blank lines reST requires around it.
+    - An indented block after a blank line (a formula, a code example, a small table) is shown
+      verbatim, as a literal block, instead of as a re-flowed quotation.
+    The first line is the summary and is left alone. Real reST passes through unchanged: text after a
+    line ending in "::" (literal blocks, directives) and indented directive content are not touched.
     """
     out: list[str] = []
-    run = None  # the kind of block the previous line belonged to: "shape", "bullet" or None
+    prev = None  # the kind of the last non-blank line: "shape", "bullet", "literal" or None (prose)
+    last = ""  # the last non-blank line
+    gap = False  # a blank line since the last non-blank one
     for i, line in enumerate(lines):
+        if not line.strip():
+            out.append(line)
+            gap = True
+            continue
         kind = None
-        if i > 0 and _SHAPE_LINE.match(line):
+        if line[0].isspace():
+            if prev == "bullet" and not gap:
+                kind = "bullet"  # a list item's continuation line
+            elif prev == "literal":
+                kind = "literal"
+            elif gap and prev != "bullet" and not last[:1].isspace() and not last.rstrip().endswith("::"):
+                kind = "literal"
+                out += ["::", ""]  # a paragraph of its own: the next indented block is literal
+        elif i > 0 and _SHAPE_LINE.match(line):
             kind = "shape"
-        elif _BULLET.match(line) or (run == "bullet" and line.startswith("  ") and line.strip()):
+        elif _BULLET.match(line):
             kind = "bullet"
-        if kind != run and out and out[-1].strip():
+        if kind != prev and not gap and out:
             out.append("")  # a block starts or ends: reST needs a blank line between them
         out.append(f"| {line}" if kind == "shape" else line)
-        run = kind if line.strip() else None
+        prev, last, gap = kind, line, False
     return out
 
 
 def _process_docstring(app, what, name, obj, options, lines: list[str]) -> None:
-    if name.startswith("vitedu"):
-        lines[:] = plain_to_rst(lines)
+    if not name.startswith("vitedu"):
+        return
+    if what == "module" and obj.__doc__:
+        # autodoc removes the common indentation of all lines after the first, which for a module
+        # docstring that is summary + indented example would un-indent the example into prose.
+        # A module's docstring is not indented by any enclosing block, so use it as written.
+        raw = obj.__doc__.expandtabs().strip("\n").splitlines()
+        lines[:] = [raw[0].strip(), *raw[1:], ""]
+    lines[:] = plain_to_rst(lines)
 
 
 def public_members(modname: str) -> list[tuple[str, str]]:
@@ -98,8 +123,25 @@ def _tuples_for_nitpick_ignore(app: Sphinx, config) -> None:
     config.nitpick_ignore = [tuple(entry) for entry in config.nitpick_ignore]
 
 
+def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
+    # sphinx-thebe adds its inline configuration script (`const THEBE_JS_URL = ...`) once to the
+    # registry and once to the already-initialised HTML builder, so every page declared the constant
+    # twice and the browser reported "Identifier 'THEBE_JS_URL' has already been declared"
+    # (tests/test_book_browser.py caught it). A script included twice is never wanted: keep the first.
+    seen, unique = set(), []
+    for script in context.get("script_files", []):
+        # The copy in the builder has filename '' and the one from the registry None: the same script.
+        filename = getattr(script, "filename", script) or ""
+        key = (str(filename), tuple(sorted((k, str(v)) for k, v in getattr(script, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            unique.append(script)
+    context["script_files"] = unique
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_directive("vitedu-module", VitEduModule)
     app.connect("autodoc-process-docstring", _process_docstring)
     app.connect("config-inited", _tuples_for_nitpick_ignore)
+    app.connect("html-page-context", _drop_duplicate_scripts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

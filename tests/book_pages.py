@@ -1,0 +1,101 @@
+"""What the book tests share: the pages listed in _toc.yml, the Colab URL of a notebook, the built HTML.
+
+Nothing here names a chapter: the pages are read from _toc.yml, so the tests cover every chapter as
+soon as it is added to the table of contents.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+COLAB_BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+
+
+def book_config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+@dataclass(frozen=True)
+class Page:
+    """One entry of the table of contents: ``docname`` as in _toc.yml, e.g. "notebooks/01_self_attention"."""
+
+    docname: str
+    source: Path  # the .md or .ipynb file it is built from
+
+    @property
+    def is_notebook(self) -> bool:
+        return self.source.suffix == ".ipynb"
+
+    @property
+    def html(self) -> Path:
+        return HTML / f"{self.docname}.html"
+
+
+def _toc_entries(node: object) -> list[str]:
+    """Every `file:` of the table of contents, in reading order (parts, chapters, nested sections)."""
+    files: list[str] = []
+    if isinstance(node, dict):
+        if "file" in node:
+            files.append(str(node["file"]))
+        for key in ("parts", "chapters", "sections"):
+            for child in node.get(key) or []:
+                files += _toc_entries(child)
+    return files
+
+
+def toc_pages() -> list[Page]:
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = []
+    for docname in [str(toc["root"]), *_toc_entries(toc)]:
+        docname = docname.removesuffix(".md").removesuffix(".ipynb")
+        sources = [ROOT / f"{docname}{ext}" for ext in (".md", ".ipynb") if (ROOT / f"{docname}{ext}").is_file()]
+        if len(sources) != 1:
+            raise AssertionError(f"_toc.yml lists {docname!r}, but {len(sources)} of {docname}.md/.ipynb exist")
+        pages.append(Page(docname, sources[0]))
+    return pages
+
+
+def notebook_pages() -> list[Page]:
+    return [page for page in toc_pages() if page.is_notebook]
+
+
+def colab_url(repo_path: str) -> str:
+    """The Colab URL of a notebook, derived from `repository` and `launch_buttons` in _config.yml
+    exactly as Jupyter Book derives its launch button: <colab>/github/<owner>/<repo>/blob/<branch>/<path>."""
+    config = book_config()
+    repository = config["repository"]
+    owner_repo = repository["url"].removeprefix("https://github.com/").rstrip("/")
+    path = posixpath.join(repository.get("path_to_book") or "", repo_path)
+    colab = config["launch_buttons"]["colab_url"].rstrip("/")
+    return f"{colab}/github/{owner_repo}/blob/{repository['branch']}/{path}"
+
+
+def build_book() -> None:
+    """Build the book as `make book` does (strict, stored outputs), failing the test with the log."""
+    jupyter_book = Path(sys.executable).parent / "jupyter-book"
+    command = [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        log = (result.stdout + result.stderr)[-6000:]
+        pytest.fail(f"the book does not build (run `make book` to see why):\n{log}", pytrace=False)
+
+
+def ensure_built() -> list[Page]:
+    """The TOC pages, after building the book if any of them has no HTML yet or its source is newer than
+    its HTML (`make test` runs `make book` first, so this only builds when a test file is run alone)."""
+    pages = toc_pages()
+    stale = [p for p in pages if not p.html.is_file() or p.source.stat().st_mtime > p.html.stat().st_mtime]
+    if stale:
+        build_book()
+        still_missing = [page.docname for page in pages if not page.html.is_file()]
+        assert not still_missing, f"the build did not write HTML for {still_missing}"
+    return pages

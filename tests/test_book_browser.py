@@ -1,0 +1,174 @@
+"""Open the rendered book in headless Chromium, as a reader would, and look at every page.
+
+For every page of _toc.yml (the intro, the getting-started pages, every chapter as it is added, the
+reference pages) the test loads `_build/html/<page>.html` from disk and checks that
+- the page loads without console errors, uncaught JavaScript errors or failed local requests;
+- every local `<img>` has loaded (natural width > 0): figures, logos;
+- chapter (notebook) pages show their code cells and the stored outputs, as many as the notebook has,
+  and the rocket menu's "Launch on Colab" link and the badge open this notebook on Colab;
+and writes a full-page screenshot to `_build/screenshots/<page>.png` for a person to look at.
+
+Offline by design: the test aborts every request that is not `file://`. Two external resources are
+expected and therefore *not* checked here:
+- the Colab badge image (colab.research.google.com/assets/colab-badge.svg) cannot load offline. The
+  test does not fake it with a local copy (that would prove nothing about the real image); it asserts
+  that the badge is the *only* external image on a page, that it is exactly the official badge URL,
+  and that it links to this notebook's Colab URL. Every local image is checked strictly.
+- MathJax (cdn.jsdelivr.net) typesets the maths in a reader's browser. Offline it is aborted, so the
+  test checks that the maths markup is on the page, not how MathJax draws it.
+Any other external request, or any console error not caused by aborting these two, fails the test.
+
+Chromium is Debian's `chromium` package driven by Playwright (`executable_path`; no browser download).
+Without it the test is skipped with the reason, except under CI (`CI=true`), where it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from book_pages import COLAB_BADGE_IMAGE, ROOT, Page, colab_url, ensure_built, toc_pages
+
+pytestmark = pytest.mark.book
+
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+# External URLs a page may request; they are aborted (offline) and their load errors are expected.
+EXPECTED_EXTERNAL = {
+    COLAB_BADGE_IMAGE: "the Colab badge in each notebook's first cell",
+    "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js": "MathJax, on pages with maths",
+}
+# Notebook cell tags with which Jupyter Book leaves out a cell's input or output on purpose.
+HIDDEN_INPUT = {"remove-cell", "remove-input"}
+HIDDEN_OUTPUT = {"remove-cell", "remove-output"}
+
+
+def _chromium() -> str | None:
+    """Debian's real binary (/usr/bin/chromium is a wrapper script around it), or chromium on PATH."""
+    for candidate in (os.environ.get("CHROMIUM"), "/usr/lib/chromium/chromium"):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = _chromium()
+    if executable is None:
+        reason = "headless Chromium not found: install Debian's package with `apt-get install chromium`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {reason} (.ci/run installs it)", pytrace=False)
+        pytest.skip(reason)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # requirements-dev.txt installs it; say so rather than erroring obscurely
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip("the playwright Python package is not installed (pip install -r requirements-dev.txt)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+def _expected_cells(page: Page) -> tuple[int, int]:
+    """(code cells shown, code cells with an output shown) for a notebook page, from the .ipynb."""
+    nb = nbformat.read(page.source, as_version=4)
+    inputs = outputs = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        tags = set(cell.metadata.get("tags", []))
+        inputs += not tags & HIDDEN_INPUT
+        outputs += bool(cell.outputs) and not tags & HIDDEN_OUTPUT
+    return inputs, outputs
+
+
+def _open(browser, page: Page):
+    """Load one page offline; return the Playwright page and what went wrong while loading it."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    external: list[str] = []
+    errors: list[str] = []
+
+    def route(request_route) -> None:
+        url = request_route.request.url
+        if url.startswith("file://"):
+            request_route.continue_()
+        else:
+            external.append(url)
+            request_route.abort()
+
+    def on_console(message) -> None:
+        if message.type != "error":
+            return
+        source = (message.location or {}).get("url", "")
+        if source in EXPECTED_EXTERNAL and "ERR_FAILED" in message.text:
+            return  # the load error of an expected external resource that we aborted
+        errors.append(f"console error: {message.text} ({source})")
+
+    def on_request_failed(request) -> None:
+        if request.url.startswith("file://"):
+            errors.append(f"failed to load {request.url}: {request.failure}")
+
+    context.route("**/*", route)
+    tab.on("console", on_console)
+    tab.on("pageerror", lambda error: errors.append(f"uncaught JavaScript error: {error}"))
+    tab.on("requestfailed", on_request_failed)
+    tab.goto(page.html.as_uri(), wait_until="load")
+    tab.wait_for_timeout(300)  # let deferred scripts (theme, copy buttons) run and report errors
+    unexpected = sorted(set(external) - set(EXPECTED_EXTERNAL))
+    errors += [f"request to an unexpected external URL: {url}" for url in unexpected]
+    return context, tab, errors
+
+
+PAGES = toc_pages()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[page.docname for page in PAGES])
+def test_page_in_headless_chromium(browser, page: Page) -> None:
+    ensure_built()
+    context, tab, errors = _open(browser, page)
+    try:
+        assert tab.locator("main h1").count() >= 1, f"{page.docname}: no title on the page"
+        assert not errors, f"{page.docname}:\n" + "\n".join(errors)
+
+        images = tab.eval_on_selector_all(
+            "img", "els => els.map(e => ({src: e.currentSrc || e.src, ok: e.complete && e.naturalWidth > 0}))"
+        )
+        external = [img["src"] for img in images if not img["src"].startswith("file://")]
+        broken = [img["src"] for img in images if img["src"].startswith("file://") and not img["ok"]]
+        assert not broken, f"{page.docname}: images that did not load: {broken}"
+        assert set(external) <= {COLAB_BADGE_IMAGE}, f"{page.docname}: unexpected external images {external}"
+
+        if page.is_notebook:
+            inputs, outputs = _expected_cells(page)
+            assert inputs > 0 and outputs > 0, f"{page.docname}: the notebook has no code or no stored outputs"
+            assert tab.locator("div.cell div.cell_input").count() == inputs, f"{page.docname}: code cells missing"
+            assert tab.locator("div.cell div.cell_output").count() == outputs, f"{page.docname}: outputs missing"
+            expected = colab_url(page.source.relative_to(ROOT).as_posix())
+            # The rocket menu's entry (Bootstrap moves its title into a tooltip, so match the label).
+            launch = tab.locator(".dropdown-launch-buttons a", has_text="Colab")
+            assert launch.count() == 1, f"{page.docname}: no 'Launch on Colab' button"
+            assert launch.get_attribute("href") == expected
+            badge_links = tab.locator(f"a:has(img[src='{COLAB_BADGE_IMAGE}'])")
+            assert badge_links.count() >= 1, f"{page.docname}: no Open-in-Colab badge"
+            assert {badge_links.nth(i).get_attribute("href") for i in range(badge_links.count())} == {expected}
+        else:
+            assert external == [], f"{page.docname}: a non-notebook page should load no external image"
+
+        if tab.locator("script[src*='mathjax']").count():  # maths is on the page for MathJax to typeset
+            assert tab.locator(".math").count() > 0, f"{page.docname}: loads MathJax but has no maths"
+
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shot = SCREENSHOTS / f"{page.docname.replace('/', '__')}.png"
+        tab.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000, f"{shot} is suspiciously small: was anything rendered?"
+    finally:
+        context.close()

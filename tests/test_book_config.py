@@ -1,0 +1,191 @@
+"""The book's configuration: Colab badges and install cells, the references, the API reference.
+
+`repository.url` in _config.yml is the one place the repository's address lives. Every notebook in the
+table of contents, and every student notebook under notebooks/assignments/release/, must point its
+"Open in Colab" badge and its Colab install cell at that address, so moving the repository is a
+one-line change that this test then enforces everywhere. Fast: needs no build.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from book_pages import COLAB_BADGE_IMAGE, ROOT, book_config, colab_url, notebook_pages
+
+import vitedu
+
+RELEASE = ROOT / "notebooks" / "assignments" / "release"
+COLAB_LINK = re.compile(r"https://colab\.research\.google\.com/github/[^\s)\"'>]+")
+GUARD = 'if "google.colab" in sys.modules:'
+PIP_INSTALL = re.compile(r"^(\s*)[%!]\s*pip install\b(.*)$")
+
+
+def _repo_path(path: Path) -> str:
+    return path.resolve().relative_to(ROOT).as_posix()
+
+
+def _notebooks() -> list[str]:
+    """Repo paths of the TOC notebooks and the released assignment notebooks (without duplicates)."""
+    paths = [_repo_path(page.source) for page in notebook_pages()]
+    paths += [_repo_path(p) for p in sorted(RELEASE.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts]
+    return list(dict.fromkeys(paths))
+
+
+def test_config_has_one_repository_and_colab_launch() -> None:
+    config = book_config()
+    repository = config["repository"]
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", repository["url"]), repository["url"]
+    assert repository["branch"] == "main"
+    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert config["execute"]["execute_notebooks"] == "off", "the book renders stored outputs; nbval checks them"
+    assert colab_url("notebooks/x.ipynb").startswith(
+        "https://colab.research.google.com/github/" + repository["url"].removeprefix("https://github.com/")
+    )
+
+
+def test_there_are_notebooks_to_check() -> None:
+    # Guards the parametrisation below: a TOC that lost its chapters must not pass by checking nothing.
+    # (Before the first chapter lands this is the one test that says so.)
+    assert _notebooks(), "no notebook in _toc.yml or notebooks/assignments/release/"
+
+
+@pytest.mark.parametrize("path", _notebooks())
+def test_notebook_colab_badge_derives_from_repository_url(path: str) -> None:
+    nb = nbformat.read(ROOT / path, as_version=4)
+    markdown = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    expected = colab_url(path)
+    badge = f"[![Open In Colab]({COLAB_BADGE_IMAGE})]({expected})"
+    assert badge in nb.cells[0].source, f"{path}: the first cell needs the Colab badge\n  {badge}"
+    wrong = sorted({url for url in COLAB_LINK.findall(markdown) if url != expected})
+    assert not wrong, f"{path}: Colab links that do not open this notebook from {expected}: {wrong}"
+
+
+@pytest.mark.parametrize("path", _notebooks())
+def test_notebook_installs_vitedu_only_on_colab_from_repository_url(path: str) -> None:
+    nb = nbformat.read(ROOT / path, as_version=4)
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    assert code, f"{path} has no code cell"
+    lines = code[0].source.splitlines()
+    guards = [i for i, line in enumerate(lines) if line.lstrip().startswith(GUARD)]
+    assert "import sys" in lines and guards, (
+        f"{path}: the first code cell must be the Colab install cell, guarded by `{GUARD}`"
+    )
+    guard = guards[0]
+    guard_indent = len(lines[guard]) - len(lines[guard].lstrip())
+    installs = [(i, m) for i, line in enumerate(lines) if (m := PIP_INSTALL.match(line))]
+    assert installs, f"{path}: the Colab install cell installs nothing"
+    url = book_config()["repository"]["url"]
+    for i, match in installs:
+        assert i > guard and len(match.group(1)) > guard_indent, (
+            f"{path}: `{lines[i].strip()}` must be inside the `{GUARD}` block"
+        )
+        assert f"git+{url}" in match.group(2).replace('"', " ").replace("'", " ").split(), (
+            f"{path}: the install cell must install the package from git+{url}, got `{lines[i].strip()}`"
+        )
+    # No other cell may install anything: outside Colab the reader's environment is left alone.
+    for cell in code[1:]:
+        assert not any(PIP_INSTALL.match(line) for line in cell.source.splitlines()), (
+            f"{path}: only the first, Colab-guarded cell may pip install:\n{cell.source}"
+        )
+
+
+REQUIRED_REFERENCES = {
+    "vaswani2017attention": "Vaswani",
+    "dosovitskiy2021vit": "Dosovitskiy",
+    "ba2016layernorm": "Ba, Jimmy",
+    "hendrycks2016gelu": "Hendrycks",
+    "he2016resnet": "He, Kaiming",
+    "huang2016stochastic": "Huang, Gao",
+    "touvron2021deit": "Touvron",
+    "touvron2021cait": "Touvron",
+    "dascoli2021convit": "d'Ascoli",
+    "steiner2021augreg": "Steiner",
+    "abnar2020rollout": "Abnar",
+}
+
+
+def test_bibliography_has_the_required_references() -> None:
+    bib = (ROOT / "book" / "references.bib").read_text()
+    entries = dict(re.findall(r"@\w+\{([^,\s]+),(.*?)\n\}", bib, flags=re.S))
+    for key, author in REQUIRED_REFERENCES.items():
+        assert key in entries, f"book/references.bib lacks {key}"
+        assert author in entries[key], f"{key} should be by {author}"
+    keys = re.findall(r"@\w+\{([^,\s]+),", bib)
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    assert not duplicates, f"duplicate keys in references.bib: {duplicates}"
+
+
+def test_api_reference_documents_every_vitedu_module() -> None:
+    api = (ROOT / "book" / "api.md").read_text()
+    documented = set(re.findall(r"^```\{vitedu-module\} (\S+)\s*$", api, flags=re.M))
+    modules = {"vitedu"} | {f"vitedu.{m.name}" for m in pkgutil.iter_modules(vitedu.__path__)}
+    missing = sorted(modules - documented)
+    assert not missing, (
+        "book/api.md does not document " + ", ".join(missing) + ". Add a section with\n"
+        + "\n".join(f"```{{vitedu-module}} {m}\n```" for m in missing)
+    )
+    for name in documented:  # and everything it documents exists
+        importlib.import_module(name)
+
+
+def test_plain_docstrings_render_as_written() -> None:
+    # book/_ext/vitedu_book.py turns the house-style plain-text docstrings into valid reST.
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from vitedu_book import plain_to_rst, public_members
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    doc = [
+        "Summary line (kept as it is) -> fine.",
+        "",
+        "q: (..., queries, d_k)   k: (..., keys, d_k)",
+        "-> output (..., queries, d_v)",
+        "Accepts",
+        "- a directory,",
+        "- a file; its configuration is read from the",
+        "  tensor shapes.",
+        "The model's names:",
+        "",
+        "    x = x + Attention(LayerNorm(x))",
+        "",
+        "    x = x + MLP(LayerNorm(x))",
+        "after the block.",
+        "",
+        ".. math::",
+        "",
+        "   y = x",
+    ]
+    assert plain_to_rst(doc) == [
+        "Summary line (kept as it is) -> fine.",
+        "",
+        "| q: (..., queries, d_k)   k: (..., keys, d_k)",
+        "| -> output (..., queries, d_v)",
+        "",
+        "Accepts",
+        "",
+        "- a directory,",
+        "- a file; its configuration is read from the",
+        "  tensor shapes.",
+        "",
+        "The model's names:",
+        "",
+        "::",
+        "",
+        "    x = x + Attention(LayerNorm(x))",
+        "",
+        "    x = x + MLP(LayerNorm(x))",
+        "",
+        "after the block.",
+        "",
+        ".. math::",
+        "",
+        "   y = x",
+    ]
+    names = [name for name, _ in public_members("vitedu.attention")]
+    assert names == ["scaled_dot_product_attention", "MultiHeadSelfAttention"]
