@@ -1,0 +1,182 @@
+"""The course assignments: sources pass their own tests, students' versions fail every graded cell
+until the work is done, contain no solutions, and are exactly what `make assignments` generates.
+
+Each notebook is executed once per test session (module fixtures); the source notebooks' stored
+outputs are re-checked separately by nbval in `make test`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "notebooks" / "assignments" / "source"
+RELEASE = ROOT / "notebooks" / "assignments" / "release"
+ASSIGNMENTS = sorted(p.name for p in SOURCE.iterdir() if p.is_dir() and not p.name.startswith("."))
+BADGE = (
+    "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]"
+    "(https://colab.research.google.com/github/vitedu/vitedu/blob/main/notebooks/assignments/release/{0}/{0}.ipynb)"
+)
+INSTALL = (
+    'import sys\nif "google.colab" in sys.modules:  # on Colab, install the companion package\n'
+    '    %pip install -q "vitedu @ git+https://github.com/vitedu/vitedu"'
+)
+
+
+def _load_tool():
+    spec = importlib.util.spec_from_file_location("make_assignments", ROOT / "tools" / "make_assignments.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+make_assignments = _load_tool()
+
+
+def _path(kind: Path, name: str) -> Path:
+    return kind / name / f"{name}.ipynb"
+
+
+def _nbgrader(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+def _execute(path: Path) -> nbformat.NotebookNode:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    return nb
+
+
+def _errors(cell) -> list:
+    return [o for o in cell.get("outputs", []) if o.output_type == "error"]
+
+
+def _solution_lines(cell) -> list[str]:
+    """The lines a student must not see: inside BEGIN/END SOLUTION or HIDDEN TESTS, or a whole
+    written-answer cell."""
+    lines, inside = [], False
+    if _nbgrader(cell).get("solution") and "BEGIN SOLUTION" not in cell.source:
+        return cell.source.splitlines()  # a written answer: all of it is the model answer
+    for line in cell.source.splitlines():
+        if re.search(r"BEGIN (SOLUTION|HIDDEN TESTS)", line):
+            inside = True
+        elif re.search(r"END (SOLUTION|HIDDEN TESTS)", line):
+            inside = False
+        elif inside:
+            lines.append(line)
+    return lines
+
+
+@pytest.fixture(scope="module")
+def executed_sources() -> dict[str, nbformat.NotebookNode]:
+    return {name: _execute(_path(SOURCE, name)) for name in ASSIGNMENTS}
+
+
+@pytest.fixture(scope="module")
+def executed_releases() -> dict[str, nbformat.NotebookNode]:
+    return {name: _execute(_path(RELEASE, name)) for name in ASSIGNMENTS}
+
+
+def test_there_are_three_assignments_each_with_a_release():
+    assert len(ASSIGNMENTS) == 3, ASSIGNMENTS
+    for name in ASSIGNMENTS:
+        assert _path(SOURCE, name).is_file() and _path(RELEASE, name).is_file(), name
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_source_uses_nbgrader_markup(name):
+    nb = nbformat.read(_path(SOURCE, name), as_version=4)
+    meta = [_nbgrader(c) for c in nb.cells if _nbgrader(c)]
+    ids = [m["grade_id"] for m in meta]
+    assert len(ids) == len(set(ids)), "grade_ids must be unique"
+    assert all(m["schema_version"] == 3 and {"grade", "solution", "locked"} <= m.keys() for m in meta)
+    tests = [c for c in nb.cells if _nbgrader(c).get("grade") and not _nbgrader(c).get("solution")]
+    assert tests and all(c.cell_type == "code" and _nbgrader(c)["locked"] for c in tests)
+    assert all(_nbgrader(c)["points"] > 0 for c in nb.cells if _nbgrader(c).get("grade"))
+    # Every solution region sits in a solution cell (nbgrader refuses anything else).
+    for cell in nb.cells:
+        if "BEGIN SOLUTION" in cell.source:
+            assert _nbgrader(cell).get("solution"), cell.source[:80]
+        if "BEGIN HIDDEN TESTS" in cell.source:
+            assert _nbgrader(cell).get("grade") and not _nbgrader(cell).get("solution"), cell.source[:80]
+    points = sum(_nbgrader(c)["points"] for c in nb.cells if _nbgrader(c).get("grade"))
+    assert f"**total** | **{points}**" in nb.cells[0].source, "the points table must add up"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_badge_and_install_cell(name):
+    nb = nbformat.read(_path(SOURCE, name), as_version=4)
+    assert nb.cells[0].source.startswith("# Assignment")
+    assert BADGE.format(name) in nb.cells[0].source  # opens the *student* version on Colab
+    assert nb.cells[1].source == INSTALL
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_source_runs_cleanly_and_passes_every_test_cell(name, executed_sources):
+    nb = executed_sources[name]
+    for cell in nb.cells:
+        assert not _errors(cell), f"{name}: cell {cell.source[:60]!r} raised {_errors(cell)[0].evalue[:500]}"
+        if _nbgrader(cell).get("grade") and cell.cell_type == "code" and "check_" in cell.source:
+            text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+            assert "✓" in text and "passed" in text, f"{name}: {cell.source[:60]!r} printed {text!r}"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_graded_cell_fails_on_the_student_version(name, executed_releases):
+    """The equivalent of `nbgrader validate --invert`: no test passes on an empty stub."""
+    nb = executed_releases[name]
+    setup = nb.cells[2]
+    assert "import" in setup.source and not _errors(setup), "the setup cell must run, so that failures are real"
+    graded = [c for c in nb.cells if _nbgrader(c).get("grade") and c.cell_type == "code"]
+    assert graded
+    for cell in graded:
+        errors = _errors(cell)
+        assert errors, f"{name}: graded cell {_nbgrader(cell)['grade_id']} passes on the unanswered notebook"
+        assert errors[0].ename in {"CheckFailed", "NotImplementedError", "NameError", "AssertionError"}, errors[0]
+    visible = [c for c in graded if "check_" in c.source]
+    for cell in visible:  # the checks' failure says what to do, not just that something is wrong
+        assert "you have not implemented" in _errors(cell)[0].evalue, _errors(cell)[0].evalue
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_release_contains_no_solution_text(name):
+    source = nbformat.read(_path(SOURCE, name), as_version=4)
+    release_text = _path(RELEASE, name).read_text(encoding="utf-8")
+    release = nbformat.reads(release_text, as_version=4)
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "MARK SCHEME"):
+        assert marker not in release_text
+    public = "\n".join(line for c in source.cells for line in c.source.splitlines()
+                       if line not in _solution_lines(c))
+    secret = {line.strip() for c in source.cells for line in _solution_lines(c)}
+    secret = {line for line in secret if len(line) >= 12 and line not in public}
+    assert len(secret) >= 10, "the search must have something to look for"
+    student_text = "\n".join(c.source for c in release.cells)
+    leaked = sorted(line for line in secret if line in student_text)
+    assert not leaked, f"{name}: solution text in the student version: {leaked}"
+    assert all(not c.get("outputs") for c in release.cells if c.cell_type == "code"), "outputs must be cleared"
+    stubs = [c for c in release.cells if _nbgrader(c).get("solution") and c.cell_type == "code"]
+    assert stubs and all("raise NotImplementedError()" in c.source for c in stubs)
+
+
+def test_committed_release_is_up_to_date_with_its_source():
+    stale = make_assignments.stale()
+    assert not stale, f"run `make assignments` and commit: {stale}"
+
+
+def test_generation_is_reproducible_and_catches_a_stale_release():
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        first = {p.relative_to(a): p.read_bytes() for p in make_assignments.generate(release_dir=Path(a))}
+        second = {p.relative_to(b): p.read_bytes() for p in make_assignments.generate(release_dir=Path(b))}
+        assert first == second and len(first) == len(ASSIGNMENTS)
+        victim = next(iter(first))
+        (Path(a) / victim).write_text((Path(a) / victim).read_text().replace("Part 1", "Part one"))
+        assert make_assignments.stale(release_dir=Path(a)) == [str(victim)]
