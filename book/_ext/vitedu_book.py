@@ -25,7 +25,7 @@ from sphinx.util.nodes import nested_parse_with_titles
 # A line of a plain-text docstring that states shapes, e.g. "(batch, tokens, dim) -> (batch, tokens, dim)",
 # "-> output (..., queries, d_v)" or "q: (..., queries, d_k)   k: (..., keys, d_k)".
 _SHAPE_LINE = re.compile(r"^(\(|->|\w+: \()")
-_BULLET = re.compile(r"^[-*] ")
+_BULLET = re.compile(r"^([-*]|\d+\.) ")  # "- item", "* item" or "1. item"
 
 
 def plain_to_rst(lines: list[str]) -> list[str]:
@@ -33,7 +33,7 @@ def plain_to_rst(lines: list[str]) -> list[str]:
 
     - Shape lines keep their line breaks: they become a reST line block instead of being run into the
       surrounding sentence.
-    - A bullet list gets the blank lines reST requires around it.
+    - A bullet or numbered list gets the blank lines reST requires around it.
     - An indented block after a blank line (a formula, a code example, a small table) is shown
       verbatim, as a literal block, instead of as a re-flowed quotation.
     The first line is the summary and is left alone. Real reST passes through unchanged: text after a
@@ -119,8 +119,9 @@ class VitEduModule(SphinxDirective):
 
 def _tuples_for_nitpick_ignore(app: Sphinx, config) -> None:
     # _config.yml can only write YAML lists, but Sphinx looks up (type, target) *tuples* in
-    # nitpick_ignore, so a [type, target] list would never match.
+    # nitpick_ignore(_regex), so a [type, target] list would never match.
     config.nitpick_ignore = [tuple(entry) for entry in config.nitpick_ignore]
+    config.nitpick_ignore_regex = [tuple(entry) for entry in config.nitpick_ignore_regex]
 
 
 def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctree) -> None:
