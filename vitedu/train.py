@@ -1,0 +1,438 @@
+"""Train a ViT: the loop, its schedule, checkpoints that resume, and a command line.
+
+    python -m vitedu.train --dataset digits              # 8x8 digits, CPU, about a minute
+    python -m vitedu.train --dataset cifar10 --out runs/c10   # a GPU and the internet (once)
+
+The recipe is DeiT's (Touvron et al., 2021) scaled down: AdamW, linear warm-up then cosine decay,
+label smoothing, gradient clipping, weight decay on weight matrices only, data augmentation, and
+mixed precision on CUDA. ``fit`` is the whole story in one function; everything else is a helper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+
+from . import data as D
+from .models import create_model
+from .utils import count_parameters, get_device, seed_everything
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a run; saved next to every checkpoint, so a run can be resumed."""
+
+    dataset: str = "digits"  # "digits" (offline, shipped) or "cifar10" (downloaded once)
+    model: str = "vit_digits_patch2_8"  # a name from vitedu.MODEL_CONFIGS
+    model_kwargs: dict = field(default_factory=dict)  # overrides, e.g. {"drop_path_rate": 0.1}
+    epochs: int = 100
+    batch_size: int = 64
+    lr: float = 2e-3  # peak learning rate, reached after the warm-up
+    min_lr: float = 1e-5  # where the cosine ends
+    warmup_epochs: float = 5.0
+    weight_decay: float = 0.05
+    label_smoothing: float = 0.1
+    grad_clip: float = 1.0  # max global gradient norm (0 = off)
+    augment: str = "digits"  # a key of vitedu.data.AUGMENTATIONS
+    teacher_epochs: int = 0  # > 0: first train a small CNN teacher this long, then distil it (DeiT)
+    distill_alpha: float = 0.5  # weight of the hard-distillation loss (teacher's argmax as the label)
+    train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
+    seed: int = 0
+    data_root: str = "data"  # where CIFAR-10 is cached
+
+
+PRESETS: dict[str, TrainConfig] = {
+    "digits": TrainConfig(),
+    # Target >= 90 % from scratch on one GPU; not measured here (no internet on the build machine).
+    "cifar10": TrainConfig(
+        dataset="cifar10", model="vit_cifar_patch4_32", model_kwargs={"drop_path_rate": 0.1}, epochs=200,
+        batch_size=256, lr=1e-3, warmup_epochs=10, weight_decay=0.05, label_smoothing=0.1,
+        augment="cifar_strong",
+    ),
+}
+
+
+@dataclass
+class History:
+    """One row per epoch; plain lists, so ``plt.plot(h.epoch, h.val_acc)`` just works."""
+
+    epoch: list = field(default_factory=list)
+    train_loss: list = field(default_factory=list)  # mean label-smoothed loss over the epoch
+    train_acc: list = field(default_factory=list)  # on augmented batches, in train mode
+    val_loss: list = field(default_factory=list)  # plain cross-entropy, eval mode
+    val_acc: list = field(default_factory=list)
+    lr: list = field(default_factory=list)  # at the end of the epoch
+    images_per_s: list = field(default_factory=list)  # training throughput
+
+    def append(self, **row: float) -> None:
+        for name, value in row.items():
+            getattr(self, name).append(value)
+
+    def plot(self):  # -> matplotlib Figure
+        """Loss and accuracy curves, train vs val, side by side."""
+        import matplotlib.pyplot as plt
+
+        fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.2))
+        ax_loss.plot(self.epoch, self.train_loss, label="train (smoothed labels)")
+        ax_loss.plot(self.epoch, self.val_loss, label="val")
+        ax_acc.plot(self.epoch, self.train_acc, label="train (augmented)")
+        ax_acc.plot(self.epoch, self.val_acc, label="val")
+        ax_loss.set(xlabel="epoch", ylabel="cross-entropy", yscale="log")
+        ax_acc.set(xlabel="epoch", ylabel="accuracy", ylim=(max(0.0, min(self.val_acc + [1.0]) - 0.05), 1.0))
+        for ax in (ax_loss, ax_acc):
+            ax.legend()
+            ax.grid(alpha=0.3)
+        fig.tight_layout()
+        return fig
+
+
+@dataclass
+class Result:
+    model: nn.Module
+    history: History
+    test_acc: float
+    config: TrainConfig
+    optimizer: torch.optim.Optimizer
+    teacher: Optional[nn.Module] = None
+
+
+# ----------------------------------------------------------------------------------------------------
+# The pieces of the recipe.
+# ----------------------------------------------------------------------------------------------------
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Decay weight matrices only. Biases, LayerNorm gains, ``pos_embed`` and ``cls_token`` are not
+    pulled towards zero: shrinking a norm's gain or a position code is not regularisation, just damage."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        skip = p.ndim < 2 or name.endswith(("pos_embed", "cls_token"))
+        (no_decay if skip else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def lr_at(step: int, total_steps: int, warmup_steps: int, lr: float, min_lr: float) -> float:
+    """Linear warm-up from 0 to ``lr``, then a half cosine down to ``min_lr``."""
+    if step < warmup_steps:
+        return lr * (step + 1) / warmup_steps
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return min_lr + (lr - min_lr) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def amp_dtype(device: torch.device) -> Optional[torch.dtype]:
+    """bf16 on CUDA GPUs that support it, else fp16 (needs loss scaling); None (fp32) elsewhere."""
+    if device.type != "cuda":
+        return None
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.TensorLoader]:
+    """Train (shuffled, augmented), val and test loaders for ``config.dataset``."""
+    if config.dataset == "digits":
+        splits, mean, std, max_value = D.load_digits(), D.DIGITS_MEAN, D.DIGITS_STD, D.DIGITS_MAX
+    elif config.dataset == "cifar10":
+        splits, mean, std, max_value = D.load_cifar10(config.data_root), D.CIFAR10_MEAN, D.CIFAR10_STD, 255
+    else:
+        raise ValueError(f"unknown dataset {config.dataset!r}; choose 'digits' or 'cifar10'")
+    if config.augment not in D.AUGMENTATIONS:
+        raise ValueError(f"unknown augment {config.augment!r}; choose from {sorted(D.AUGMENTATIONS)}")
+    train = splits["train"]
+    if config.train_on_val:
+        train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
+    common = dict(mean=mean, std=std, max_value=max_value, device=device)
+    return {
+        "train": D.TensorLoader(*train, config.batch_size, shuffle=True, augment=D.AUGMENTATIONS[config.augment],
+                                seed=config.seed, **common),
+        "val": D.TensorLoader(*splits["val"], 500, **common),
+        "test": D.TensorLoader(*splits["test"], 500, **common),
+    }
+
+
+class ConvTeacher(nn.Sequential):
+    """A small convnet, the teacher of DeiT-style distillation (Touvron et al., 2021).
+
+    (batch, in_chans, H, W) -> (batch, num_classes). Convolutions build in locality and translation
+    equivariance, which a ViT must otherwise learn from data; distilling the convnet's predictions
+    hands that bias to the ViT without changing the ViT itself.
+    """
+
+    def __init__(self, in_chans: int, num_classes: int, width: int = 32) -> None:
+        super().__init__(
+            nn.Conv2d(in_chans, width, 3, padding=1), nn.GELU(),
+            nn.Conv2d(width, 2 * width, 3, padding=1), nn.GELU(), nn.MaxPool2d(2),
+            nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.GELU(), nn.AdaptiveAvgPool2d(2),
+            nn.Flatten(), nn.Linear(8 * width, 4 * width), nn.GELU(), nn.Dropout(0.3),
+            nn.Linear(4 * width, num_classes),
+        )
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader: D.TensorLoader) -> tuple[float, float]:
+    """Mean cross-entropy and accuracy of ``model`` over ``loader`` (eval mode, no smoothing)."""
+    model.eval()
+    loss_sum, correct, seen = 0.0, 0, 0
+    for images, labels in loader:
+        logits = model(images).float()  # (batch, classes)
+        loss_sum += F.cross_entropy(logits, labels, reduction="sum").item()
+        correct += (logits.argmax(-1) == labels).sum().item()
+        seen += len(labels)
+    return loss_sum / seen, correct / seen
+
+
+# ----------------------------------------------------------------------------------------------------
+# The loop.
+# ----------------------------------------------------------------------------------------------------
+
+
+def train_one_epoch(
+    model: nn.Module, loader: D.TensorLoader, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+    config: TrainConfig, step: int, total_steps: int, teacher: Optional[nn.Module] = None, progress: bool = False,
+    desc: str = "",
+) -> tuple[float, float, float, int]:
+    """One pass over ``loader``; returns (mean loss, accuracy, images per second, next step)."""
+    model.train()
+    device, dtype = next(model.parameters()).device, amp_dtype(next(model.parameters()).device)
+    warmup_steps = round(config.warmup_epochs * len(loader))
+    loss_sum, correct, seen, start = 0.0, 0, 0, time.perf_counter()
+    for images, labels in tqdm(loader, desc=desc, disable=not progress, leave=False):
+        lr = lr_at(step, total_steps, warmup_steps, config.lr, config.min_lr)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+            logits = model(images).float()  # (batch, classes)
+            loss = F.cross_entropy(logits, labels, label_smoothing=config.label_smoothing)
+            if teacher is not None:  # hard distillation: also learn the teacher's decision
+                with torch.no_grad():
+                    teacher_labels = teacher(images).argmax(-1)  # (batch,)
+                distill = F.cross_entropy(logits, teacher_labels)
+                loss = (1 - config.distill_alpha) * loss + config.distill_alpha * distill
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        if config.grad_clip:
+            scaler.unscale_(optimizer)  # clip the true gradients, not the loss-scaled ones
+            nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        step += 1
+        loss_sum += loss.item() * len(labels)
+        correct += (logits.argmax(-1) == labels).sum().item()
+        seen += len(labels)
+    return loss_sum / seen, correct / seen, seen / (time.perf_counter() - start), step
+
+
+def fit(
+    config: TrainConfig = PRESETS["digits"], out: str | os.PathLike | None = None, resume: bool = False,
+    device: torch.device | str | None = None, progress: Optional[bool] = None, stop_after: Optional[int] = None,
+    log: Callable[[str], None] = print,
+) -> Result:
+    """Train ``config`` from scratch (or resume the run saved in ``out``) and test the final model.
+
+    Checkpoints go to ``out`` after every epoch when it is given. ``progress`` shows a tqdm bar (default:
+    only in a terminal). ``stop_after=e`` ends after epoch e, as if interrupted; ``resume=True`` carries on
+    with the saved config, weights, optimizer state, step and history.
+    """
+    device = torch.device(device) if device is not None else get_device()
+    progress = sys.stderr.isatty() if progress is None else progress
+    resuming = resume and out is not None and (Path(out) / STATE_FILE).exists()
+    if resuming:
+        config = TrainConfig(**json.loads((Path(out) / STATE_FILE).read_text())["config"])
+    seed_everything(config.seed)
+    loaders = make_loaders(config, device)
+    model = create_model(config.model, **config.model_kwargs).to(device)
+    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype(device) == torch.float16)
+    teacher = train_teacher(config, loaders, device, out, progress, log) if config.teacher_epochs else None
+    start_epoch, step, history = 0, 0, History()
+    if resuming:
+        state = load_checkpoint(out, model, optimizer, scaler)
+        start_epoch, step, history = state["epoch"], state["step"], History(**state["history"])
+        log(f"resuming {out} after epoch {start_epoch} of {config.epochs} (step {step})")
+    total_steps = config.epochs * len(loaders["train"])
+
+    for epoch in range(start_epoch, config.epochs if stop_after is None else min(stop_after, config.epochs)):
+        loaders["train"].set_epoch(epoch)  # batch order and augmentation depend on (seed, epoch) only,
+        torch.manual_seed(config.seed * 1000 + epoch)  # and so do dropout / drop-path: resume = no seam
+        loss, acc, speed, step = train_one_epoch(model, loaders["train"], optimizer, scaler, config, step,
+                                                 total_steps, teacher, progress, f"epoch {epoch + 1}/{config.epochs}")
+        val_loss, val_acc = evaluate(model, loaders["val"])
+        lr = optimizer.param_groups[0]["lr"]
+        history.append(epoch=epoch + 1, train_loss=loss, train_acc=acc, val_loss=val_loss, val_acc=val_acc,
+                       lr=lr, images_per_s=speed)
+        log(f"epoch {epoch + 1:3d}/{config.epochs}  loss {loss:.3f}  train acc {acc:.3f}  val loss {val_loss:.3f}  "
+            f"val acc {val_acc:.3f}  lr {lr:.1e}  {speed:,.0f} img/s")
+        if out is not None:
+            save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
+    _, test_acc = evaluate(model, loaders["test"])
+    return Result(model, history, test_acc, config, optimizer, teacher)
+
+
+def train_teacher(
+    config: TrainConfig, loaders: dict[str, D.TensorLoader], device: torch.device,
+    out: str | os.PathLike | None = None, progress: bool = False, log: Callable[[str], None] = print,
+) -> nn.Module:
+    """Train the convnet teacher with the same recipe (or reload it from ``out``); return it in eval mode."""
+    images, _ = next(iter(loaders["val"]))
+    teacher = ConvTeacher(images.shape[1], int(loaders["val"].labels.max()) + 1).to(device)
+    path = Path(out) / TEACHER_FILE if out is not None else None
+    if path is not None and path.exists():  # a resumed run distils from the very same teacher
+        teacher.load_state_dict(load_file(str(path), device=str(device)))
+        return teacher.eval()
+    optimizer = torch.optim.AdamW(param_groups(teacher, config.weight_decay), lr=config.lr)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype(device) == torch.float16)
+    teacher_config = replace(config, epochs=config.teacher_epochs, warmup_epochs=1.0)
+    step, total_steps = 0, config.teacher_epochs * len(loaders["train"])
+    torch.manual_seed(config.seed + 1)
+    for epoch in range(config.teacher_epochs):
+        loaders["train"].set_epoch(10_000 + epoch)  # batches of its own, independent of the student's
+        _, _, _, step = train_one_epoch(teacher, loaders["train"], optimizer, scaler, teacher_config, step,
+                                        total_steps, None, progress, f"teacher {epoch + 1}/{config.teacher_epochs}")
+    _, val_acc = evaluate(teacher, loaders["val"])
+    log(f"teacher: {count_parameters(teacher):,}-parameter convnet, {config.teacher_epochs} epochs, "
+        f"val acc {val_acc:.3f}")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic(path, lambda p: save_file({k: v.contiguous() for k, v in teacher.state_dict().items()}, str(p)))
+    return teacher.eval()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Checkpoints: tensors in safetensors (no pickle, so loading cannot run code), the rest in JSON.
+# ----------------------------------------------------------------------------------------------------
+
+MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "train_state.json"
+TEACHER_FILE = "teacher.safetensors"
+
+
+def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)  # a crash mid-write leaves the previous checkpoint intact
+
+
+def save_checkpoint(
+    out: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+    config: TrainConfig, history: History, epoch: int, step: int,
+) -> None:
+    """Write model weights, optimizer state and a JSON of everything else into the folder ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = {"epoch": str(epoch), "step": str(step)}  # in every file, to detect a torn checkpoint
+    weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    opt = optimizer.state_dict()
+    # AdamW's state is {param index: {"step", "exp_avg", "exp_avg_sq"}}: flatten to "state.3.exp_avg".
+    opt_tensors = {f"state.{i}.{k}": v.detach().cpu().contiguous().clone()
+                   for i, s in opt["state"].items() for k, v in s.items()}
+    state = {"config": asdict(config), "history": asdict(history), "epoch": epoch, "step": step,
+             "optimizer_param_groups": opt["param_groups"], "scaler": scaler.state_dict()}
+    _atomic(out / MODEL_FILE, lambda p: save_file(weights, str(p), metadata=stamp))
+    _atomic(out / OPTIMIZER_FILE, lambda p: save_file(opt_tensors, str(p), metadata=stamp))
+    _atomic(out / STATE_FILE, lambda p: p.write_text(json.dumps(state, indent=1)))
+
+
+def load_checkpoint(
+    out: str | os.PathLike, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
+    scaler: Optional[torch.amp.GradScaler] = None,
+) -> dict[str, Any]:
+    """Restore ``model`` (and optimizer, scaler) in place from the folder ``out``; return the JSON state."""
+    out = Path(out)
+    state = json.loads((out / STATE_FILE).read_text())
+    device = next(model.parameters()).device
+    model.load_state_dict(load_file(str(out / MODEL_FILE), device=str(device)))
+    if optimizer is not None:
+        flat = load_file(str(out / OPTIMIZER_FILE), device=str(device))
+        nested: dict[int, dict[str, Tensor]] = {}
+        for key, value in flat.items():
+            _, index, name = key.split(".", 2)
+            nested.setdefault(int(index), {})[name] = value
+        optimizer.load_state_dict({"state": nested, "param_groups": state["optimizer_param_groups"]})
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    for name in (MODEL_FILE, OPTIMIZER_FILE) if optimizer is not None else (MODEL_FILE,):
+        with safe_open(str(out / name), framework="pt") as f:
+            meta = f.metadata() or {}
+        if meta.get("epoch") != str(state["epoch"]):
+            raise ValueError(f"{out / name} is from epoch {meta.get('epoch')} but {STATE_FILE} says epoch "
+                             f"{state['epoch']}: the checkpoint was interrupted while saving; re-run that epoch")
+    return state
+
+
+def load_trained(out: str | os.PathLike, device: torch.device | str = "cpu") -> tuple[nn.Module, TrainConfig]:
+    """Rebuild the model saved in ``out`` from its config and weights, ready for ``model.eval()``."""
+    config = TrainConfig(**json.loads((Path(out) / STATE_FILE).read_text())["config"])
+    model = create_model(config.model, **config.model_kwargs).to(device)
+    load_checkpoint(out, model)
+    return model.eval(), config
+
+
+# ----------------------------------------------------------------------------------------------------
+# Command line.
+# ----------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m vitedu.train", description="Train a Vision Transformer from scratch. Options not given "
+        "come from the dataset's preset (vitedu.train.PRESETS). The last line printed is the test accuracy.")
+    p.add_argument("--dataset", choices=sorted(PRESETS), default="digits",
+                   help="digits: 1,797 8x8 digits shipped with vitedu (offline); cifar10: downloaded once")
+    p.add_argument("--epochs", type=int, help="passes over the training set")
+    p.add_argument("--out", help="folder for checkpoints (model.safetensors, optimizer.safetensors, "
+                   "train_state.json), written after every epoch; default: none are written")
+    p.add_argument("--resume", action="store_true", help="continue the run saved in --out (same config)")
+    p.add_argument("--model", help="model name from vitedu.MODEL_CONFIGS")
+    p.add_argument("--batch-size", type=int, help="images per optimisation step")
+    p.add_argument("--lr", type=float, help="peak learning rate after warm-up")
+    p.add_argument("--warmup-epochs", type=float, help="epochs of linear warm-up before the cosine decay")
+    p.add_argument("--weight-decay", type=float, help="AdamW weight decay on weight matrices")
+    p.add_argument("--label-smoothing", type=float, help="probability mass spread over all classes")
+    p.add_argument("--grad-clip", type=float, help="max global gradient norm (0 disables clipping)")
+    p.add_argument("--augment", choices=sorted(D.AUGMENTATIONS), help="training augmentation")
+    p.add_argument("--teacher-epochs", type=int, help="train a small CNN teacher this many epochs first and "
+                   "distil it into the ViT, as in DeiT (0 = no teacher)")
+    p.add_argument("--distill-alpha", type=float, help="weight of the distillation loss (0..1)")
+    p.add_argument("--seed", type=int, help="seed for initialisation, batch order and augmentation")
+    p.add_argument("--data-root", help="where CIFAR-10 is downloaded and cached (default: ./data)")
+    p.add_argument("--device", help="cpu, cuda or mps (default: the best available)")
+    p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="show a progress bar (default: only when writing to a terminal)")
+    return p
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> float:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
+                 if getattr(args, f.name, None) is not None and f.name != "dataset"}
+    config = replace(PRESETS[args.dataset], **overrides)
+    start = time.perf_counter()
+    result = fit(config, out=args.out, resume=args.resume, device=args.device, progress=args.progress)
+    print(f"{sum(p.numel() for p in result.model.parameters()):,} parameters, "
+          f"{time.perf_counter() - start:.0f} s wall time")
+    print(f"test accuracy: {result.test_acc:.4f}")
+    return result.test_acc
+
+
+if __name__ == "__main__":
+    main()
