@@ -16,7 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from book_pages import COLAB_BADGE_IMAGE, ROOT, book_config, colab_url, notebook_pages
+from book_pages import COLAB_BADGE_IMAGE, ROOT, book_config, colab_url, notebook_pages, toc_pages
 
 import vitedu
 
@@ -31,8 +31,10 @@ def _repo_path(path: Path) -> str:
 
 
 def _notebooks() -> list[str]:
-    """Repo paths of the TOC notebooks and the released assignment notebooks (without duplicates)."""
+    """Repo paths of the TOC notebooks, every chapter notebook in notebooks/ (readers open them from GitHub
+    too, listed or not) and the released assignment notebooks, without duplicates."""
     paths = [_repo_path(page.source) for page in notebook_pages()]
+    paths += [_repo_path(p) for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]
     paths += [_repo_path(p) for p in sorted(RELEASE.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts]
     return list(dict.fromkeys(paths))
 
@@ -93,6 +95,23 @@ def test_notebook_installs_vitedu_only_on_colab_from_repository_url(path: str) -
         assert not any(PIP_INSTALL.match(line) for line in cell.source.splitlines()), (
             f"{path}: only the first, Colab-guarded cell may pip install:\n{cell.source}"
         )
+
+
+def test_colab_links_on_prose_pages_open_existing_notebooks() -> None:
+    # e.g. the Assignments page links each student notebook: the link must derive from repository.url
+    # and name a notebook that exists, or a reader gets Colab's "notebook not found".
+    prefix = colab_url("")
+    assignments = ROOT / "book" / "assignments.md"
+    pages = {page.source for page in toc_pages() if not page.is_notebook} | {assignments}
+    for source in sorted(p for p in pages if p.is_file()):
+        urls = COLAB_LINK.findall(source.read_text())
+        assert urls or source != assignments, "the Assignments page links no notebook"
+        for url in urls:
+            assert url.startswith(prefix), f"{source.name}: {url} does not start with {prefix}"
+            path = url.removeprefix(prefix)
+            assert path.endswith(".ipynb") and (ROOT / path).is_file(), (
+                f"{source.name}: {url} opens {path}, which is not a notebook in the repository"
+            )
 
 
 REQUIRED_REFERENCES = {
