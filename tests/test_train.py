@@ -92,6 +92,28 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert resumed.test_acc == full.test_acc
 
 
+def test_teacher_distillation_run_resumes_with_the_same_teacher(tmp_path):
+    config = replace(TINY, teacher_epochs=1, distill_alpha=0.5)
+    full = T.fit(config, out=tmp_path / "full", progress=False, log=quiet, device="cpu")
+    assert isinstance(full.teacher, T.ConvTeacher) and (tmp_path / "full" / T.TEACHER_FILE).exists()
+    T.fit(config, out=tmp_path / "split", stop_after=1, progress=False, log=quiet, device="cpu")
+    resumed = T.fit(config, out=tmp_path / "split", resume=True, progress=False, log=quiet, device="cpu")
+    for a, b in zip(full.teacher.state_dict().values(), resumed.teacher.state_dict().values()):
+        assert torch.equal(a, b)
+    for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b)
+    plain = T.fit(TINY, progress=False, log=quiet, device="cpu")  # the teacher changes the student
+    assert not torch.equal(plain.model.head.weight, full.model.head.weight)
+
+
+def test_train_fraction_keeps_a_stratified_subset():
+    loaders = T.make_loaders(replace(TINY, train_fraction=0.2), torch.device("cpu"))
+    labels = loaders["train"].labels
+    assert abs(len(labels) - 0.2 * 1259) <= 10 and torch.bincount(labels).min() >= 24
+    with pytest.raises(ValueError, match="train_fraction"):
+        T.make_loaders(replace(TINY, train_fraction=0.0), torch.device("cpu"))
+
+
 def test_resume_restores_optimizer_state(tmp_path):
     result = T.fit(replace(TINY, epochs=1), out=tmp_path, progress=False, log=quiet, device="cpu")
     model = create_model(TINY.model, **TINY.model_kwargs)

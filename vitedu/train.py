@@ -51,6 +51,7 @@ class TrainConfig:
     teacher_epochs: int = 0  # > 0: first train a small CNN teacher this long, then distil it (DeiT)
     distill_alpha: float = 0.5  # weight of the hard-distillation loss (teacher's argmax as the label)
     train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
+    train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
     seed: int = 0
     data_root: str = "data"  # where CIFAR-10 is cached
 
@@ -153,6 +154,12 @@ def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.Tenso
     if config.augment not in D.AUGMENTATIONS:
         raise ValueError(f"unknown augment {config.augment!r}; choose from {sorted(D.AUGMENTATIONS)}")
     train = splits["train"]
+    if not 0 < config.train_fraction <= 1:
+        raise ValueError(f"train_fraction must be in (0, 1], got {config.train_fraction}")
+    if config.train_fraction < 1:
+        f = config.train_fraction
+        keep = D.stratified_split(train[1].numpy(), {"keep": f, "rest": 1 - f}, config.seed)["keep"]
+        train = (train[0][keep], train[1][keep])
     if config.train_on_val:
         train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
     common = dict(mean=mean, std=std, max_value=max_value, device=device)
@@ -239,13 +246,14 @@ def train_one_epoch(
 def fit(
     config: TrainConfig = PRESETS["digits"], out: str | os.PathLike | None = None, resume: bool = False,
     device: torch.device | str | None = None, progress: Optional[bool] = None, stop_after: Optional[int] = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = print, log_every: int = 1,
 ) -> Result:
     """Train ``config`` from scratch (or resume the run saved in ``out``) and test the final model.
 
     Checkpoints go to ``out`` after every epoch when it is given. ``progress`` shows a tqdm bar (default:
     only in a terminal). ``stop_after=e`` ends after epoch e, as if interrupted; ``resume=True`` carries on
-    with the saved config, weights, optimizer state, step and history.
+    with the saved config, weights, optimizer state, step and history. ``log`` receives one line every
+    ``log_every`` epochs (and for the last one).
     """
     device = torch.device(device) if device is not None else get_device()
     progress = sys.stderr.isatty() if progress is None else progress
@@ -274,8 +282,9 @@ def fit(
         lr = optimizer.param_groups[0]["lr"]
         history.append(epoch=epoch + 1, train_loss=loss, train_acc=acc, val_loss=val_loss, val_acc=val_acc,
                        lr=lr, images_per_s=speed)
-        log(f"epoch {epoch + 1:3d}/{config.epochs}  loss {loss:.3f}  train acc {acc:.3f}  val loss {val_loss:.3f}  "
-            f"val acc {val_acc:.3f}  lr {lr:.1e}  {speed:,.0f} img/s")
+        if (epoch + 1) % log_every == 0 or epoch + 1 == config.epochs:
+            log(f"epoch {epoch + 1:3d}/{config.epochs}  loss {loss:.3f}  train acc {acc:.3f}  val loss {val_loss:.3f}  "
+                f"val acc {val_acc:.3f}  lr {lr:.1e}  {speed:,.0f} img/s")
         if out is not None:
             save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
     _, test_acc = evaluate(model, loaders["test"])
