@@ -13,7 +13,8 @@ expected and therefore *not* checked here:
 - the Colab badge image (colab.research.google.com/assets/colab-badge.svg) cannot load offline. The
   test does not fake it with a local copy (that would prove nothing about the real image); it asserts
   that the badge is the *only* external image on a page, that it is exactly the official badge URL,
-  and that it links to this notebook's Colab URL. Every local image is checked strictly.
+  and that every badge links to a notebook of this repository on Colab (on a chapter page: to this
+  chapter). Every local image is checked strictly.
 - MathJax (cdn.jsdelivr.net) typesets the maths in a reader's browser. Offline it is aborted, so the
   test checks that the maths markup is on the page, not how MathJax draws it.
 Any other external request, or any console error not caused by aborting these two, fails the test.
@@ -162,11 +163,16 @@ def test_page_in_headless_chromium(browser, page: Page) -> None:
             launch = tab.locator(".dropdown-launch-buttons a", has_text="Colab")
             assert launch.count() == 1, f"{page.docname}: no 'Launch on Colab' button"
             assert launch.get_attribute("href") == expected
-            badge_links = tab.locator(f"a:has(img[src='{COLAB_BADGE_IMAGE}'])")
-            assert badge_links.count() >= 1, f"{page.docname}: no Open-in-Colab badge"
-            assert {badge_links.nth(i).get_attribute("href") for i in range(badge_links.count())} == {expected}
-        else:
-            assert external == [], f"{page.docname}: a non-notebook page should load no external image"
+        # Every Colab badge (a chapter's own, or the Assignments page's list) opens a notebook of this
+        # repository on Colab; on a chapter page, that chapter.
+        badges = tab.locator(f"a:has(img[src='{COLAB_BADGE_IMAGE}'])")
+        targets = {badges.nth(i).get_attribute("href") for i in range(badges.count())}
+        if page.is_notebook:
+            assert targets == {expected}, f"{page.docname}: badge links {targets}, expected {expected}"
+        for url in targets:
+            path = url.removeprefix(colab_url(""))
+            assert path != url and (ROOT / path).is_file(), f"{page.docname}: badge opens {url}: no such notebook"
+        assert len(external) == badges.count(), f"{page.docname}: external images outside badge links: {external}"
 
         if tab.locator("script[src*='mathjax']").count():  # maths is on the page for MathJax to typeset
             assert tab.locator(".math").count() > 0, f"{page.docname}: loads MathJax but has no maths"
