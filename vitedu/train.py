@@ -57,7 +57,16 @@ class TrainConfig:
 
 
 PRESETS: dict[str, TrainConfig] = {
-    "digits": TrainConfig(),
+    # 8x8 digits on a laptop CPU. Chosen on the validation split: 4x4 patches (a 2x2 grid of tokens plus
+    # mean pooling) learn far faster than 2x2 patches on 1,259 images, and hard distillation from a small
+    # convnet teacher (DeiT) adds the locality prior the ViT lacks. The model is MODEL_CONFIGS'
+    # "vit_digits_patch2_8" with these overrides.
+    "digits": TrainConfig(
+        model="vit_digits_patch2_8",
+        model_kwargs={"patch_size": 4, "embed_dim": 128, "num_heads": 4, "mlp_ratio": 2.0, "pool": "mean"},
+        epochs=100, batch_size=32, lr=2e-3, warmup_epochs=3, weight_decay=0.05, label_smoothing=0.1,
+        augment="digits", teacher_epochs=20, distill_alpha=0.5,
+    ),
     # Target >= 90 % from scratch on one GPU; not measured here (no internet on the build machine).
     "cifar10": TrainConfig(
         dataset="cifar10", model="vit_cifar_patch4_32", model_kwargs={"drop_path_rate": 0.1}, epochs=200,
@@ -403,8 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, help="passes over the training set")
     p.add_argument("--out", help="folder for checkpoints (model.safetensors, optimizer.safetensors, "
                    "train_state.json), written after every epoch; default: none are written")
-    p.add_argument("--resume", action="store_true", help="continue the run saved in --out (same config)")
-    p.add_argument("--model", help="model name from vitedu.MODEL_CONFIGS")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run saved in --out with its saved config (other options are ignored)")
+    p.add_argument("--model", help="model name from vitedu.MODEL_CONFIGS (drops the preset's model overrides)")
     p.add_argument("--batch-size", type=int, help="images per optimisation step")
     p.add_argument("--lr", type=float, help="peak learning rate after warm-up")
     p.add_argument("--warmup-epochs", type=float, help="epochs of linear warm-up before the cosine decay")
@@ -434,6 +444,8 @@ def main(argv: Optional[list[str]] = None) -> float:
         torch.set_num_threads(args.threads)
     overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
                  if getattr(args, f.name, None) is not None and f.name != "dataset"}
+    if args.model is not None and args.model != PRESETS[args.dataset].model:
+        overrides["model_kwargs"] = {}  # the preset's overrides were tuned for its own model
     config = replace(PRESETS[args.dataset], **overrides)
     start = time.perf_counter()
     result = fit(config, out=args.out, resume=args.resume, device=args.device, progress=args.progress)
