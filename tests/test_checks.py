@@ -467,3 +467,77 @@ def _stub_vit():
 def test_an_unknown_mistake_gets_the_generic_message_with_the_error_size():
     with pytest.raises(CheckFailed, match=r"right shape but wrong values: the largest difference"):
         check_attention(lambda q, k, v: attention(q, k, v) * 1.1)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The remaining mistakes listed in book/assignments.md
+
+
+def test_single_head_softmax_over_the_wrong_axis_is_diagnosed():
+    def wrong_axis(x, w_q, w_k, w_v):
+        q, k, v = x @ w_q, x @ w_k, x @ w_v
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-2) @ v
+
+    with pytest.raises(CheckFailed, match=r"softmax ran over the wrong axis"):
+        check_single_head(wrong_axis)
+
+
+def test_merge_heads_without_moving_the_heads_axis_is_a_shape_error_with_hint():
+    with pytest.raises(CheckFailed, match=r"(?s)axis 2 \(dim\).*move the heads axis behind the tokens"):
+        check_multi_head_merge(lambda x: x.reshape(x.shape[0], x.shape[1], -1))
+
+
+def test_multi_head_attention_with_the_wrong_qkv_layout_is_diagnosed():
+    class InterleavedQKV(make_mhsa()):
+        def forward(self, x):
+            b, t, d = x.shape
+            qkv = self.qkv(x).reshape(b, t, self.num_heads, 3, self.head_dim).permute(3, 0, 2, 1, 4)
+            out = torch.softmax(qkv[0] @ qkv[1].transpose(-2, -1) / math.sqrt(self.head_dim), -1) @ qkv[2]
+            return self.proj(merge_heads(out))
+
+    with pytest.raises(CheckFailed, match=r"wrong slices of self.qkv\(x\)"):
+        check_multi_head_attention(InterleavedQKV)
+
+
+def test_patch_embedding_without_bias_is_diagnosed():
+    class NoBias(make_patch_embed()):
+        def forward(self, images):
+            return patchify(images, self.patch_size) @ self.proj.weight.T
+
+    with pytest.raises(CheckFailed, match=r"bias of the projection is missing"):
+        check_patch_embedding(NoBias)
+
+
+def test_encoder_block_with_parallel_sub_layers_is_diagnosed():
+    class Parallel(make_block()):
+        def forward(self, x):
+            return x + self.attn(self.norm1(x))[0] + self.mlp(self.norm2(x))
+
+    with pytest.raises(CheckFailed, match=r"MLP sees the block's input"):
+        check_encoder_block(Parallel)
+
+
+def test_vit_forward_without_a_position_for_cls_is_diagnosed():
+    class NoClsPosition(make_vit()):
+        def forward(self, images):
+            x = self.patch_embed(images) + self.pos_embed[:, 1:]
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+            for block in self.blocks:
+                x, _ = block(x)
+            return self.head(self.norm(x)[:, 0])
+
+    with pytest.raises(CheckFailed, match=r"\[CLS\] token gets no position"):
+        check_vit_forward(NoClsPosition)
+
+
+def test_vit_forward_with_cls_appended_and_read_from_the_end_is_diagnosed():
+    class ClsLast(make_vit()):
+        def forward(self, images):
+            x = self.patch_embed(images)
+            x = torch.cat([x, self.cls_token.expand(x.shape[0], -1, -1)], dim=1) + self.pos_embed
+            for block in self.blocks:
+                x, _ = block(x)
+            return self.head(self.norm(x)[:, -1])
+
+    with pytest.raises(CheckFailed, match=r"\[CLS\] token is at the wrong end"):
+        check_vit_forward(ClsLast)

@@ -128,7 +128,7 @@ def _close(got: Tensor, ref: Tensor) -> bool:
     got = got.to(device=ref.device, dtype=ref.dtype)
     if not torch.isfinite(got).all():
         return False
-    return bool((got - ref).abs().max() <= TOLERANCE * (1.0 + ref.abs().max()))
+    return bool((got - ref).abs().max() <= TOLERANCE * ref.abs().max() + 1e-5)
 
 
 def _check_shape(got: Tensor, expected: tuple[int, ...], axes: tuple[str, ...], what: str, hints=None) -> None:
@@ -524,13 +524,23 @@ def check_patch_embedding(cls: Callable[..., nn.Module], device=None) -> None:
 
 
 def _randomise(module: nn.Module, gen: torch.Generator) -> None:
-    """Give LayerNorms, [CLS] and positions random values, so that skipping any of them shows."""
+    """Give every parameter a random value of a size that matters, so that every mistake shows.
+
+    [CLS] and positions get unit size (their usual 0.02 would hide a missing position), LayerNorms a
+    random gain and shift, Linear weights std 1/sqrt(fan_in) so that attention and MLP really mix the
+    tokens instead of adding a tiny correction to the residual stream.
+    """
     with torch.no_grad():
         for name, param in module.named_parameters():
-            if "norm" in name or name in ("cls_token", "pos_embed"):
-                scale = 1.0 if name in ("cls_token", "pos_embed") else 0.5
-                offset = 1.0 if name.endswith("weight") else 0.0
-                param.copy_(offset + scale * torch.randn(param.shape, generator=gen))
+            noise = torch.randn(param.shape, generator=gen)
+            if name in ("cls_token", "pos_embed"):
+                param.copy_(noise)
+            elif "norm" in name:
+                param.copy_((1.0 if name.endswith("weight") else 0.0) + 0.5 * noise)
+            elif param.dim() == 2:  # Linear weights (out, in)
+                param.copy_(noise / param.shape[1] ** 0.5)
+            else:  # biases, the patch convolution
+                param.copy_(0.1 * noise if param.dim() == 1 else noise / param[0].numel() ** 0.5)
 
 
 def check_encoder_block(cls: Callable[..., nn.Module], device=None) -> None:
