@@ -151,3 +151,12 @@ def test_google_vit_base_from_the_hub():
     diff = (ours_logits - _hf_logits(theirs, images)).abs().max().item()
     assert diff <= 1e-4, f"max abs logit difference {diff:.2e}"
     assert ours.class_names[ours_logits.argmax().item()] == theirs.config.id2label[ours_logits.argmax().item()]
+
+
+def test_in_memory_transformers_state_dict_converts(hf_model):
+    """transformers >= 5 names parameters differently in memory (q_proj, o_proj, mlp.fc1) than on disk."""
+    ours = vitedu.VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5,
+                                    mlp_ratio=2.0, norm_eps=1e-12).eval()
+    vitedu.pretrained.load_checked(ours, vitedu.pretrained.convert_hf_state_dict(hf_model.state_dict()))
+    images = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(ours(images), _hf_logits(hf_model, images), atol=1e-5, rtol=1e-5)

@@ -17,7 +17,8 @@ from torch import Tensor, nn
 
 from .vit import VisionTransformer
 
-# Hugging Face ViT parameter name -> timm/vitedu name ({i} is the block index).
+# Hugging Face ViT parameter name -> timm/vitedu name. Files on disk and on the hub use the classic
+# names ("encoder.layer.N...attention.query"); transformers >= 5 models hold "layers.N...q_proj" in memory.
 _HF_TO_TIMM = [
     (r"embeddings\.cls_token", "cls_token"),
     (r"embeddings\.position_embeddings", "pos_embed"),
@@ -28,6 +29,11 @@ _HF_TO_TIMM = [
     (r"encoder\.layer\.(\d+)\.layernorm_after\.(weight|bias)", r"blocks.\1.norm2.\2"),
     (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", r"blocks.\1.mlp.fc1.\2"),
     (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", r"blocks.\1.mlp.fc2.\2"),
+    (r"layers\.(\d+)\.attention\.([qkv])_proj\.(weight|bias)", r"blocks.\1.attn.\2.\3"),
+    (r"layers\.(\d+)\.attention\.o_proj\.(weight|bias)", r"blocks.\1.attn.proj.\2"),
+    (r"layers\.(\d+)\.layernorm_before\.(weight|bias)", r"blocks.\1.norm1.\2"),
+    (r"layers\.(\d+)\.layernorm_after\.(weight|bias)", r"blocks.\1.norm2.\2"),
+    (r"layers\.(\d+)\.mlp\.(fc1|fc2)\.(weight|bias)", r"blocks.\1.mlp.\2.\3"),
     (r"layernorm\.(weight|bias)", r"norm.\1"),
     (r"classifier\.(weight|bias)", r"head.\1"),
 ]
@@ -55,6 +61,8 @@ def convert_hf_state_dict(hf_state: dict[str, Tensor]) -> dict[str, Tensor]:
             unknown.append(key)
     if unknown:
         raise ValueError(f"not a Hugging Face ViT checkpoint: unrecognised keys {unknown[:8]}")
+    for old, new in ((".attn.q.", ".attn.query."), (".attn.k.", ".attn.key."), (".attn.v.", ".attn.value.")):
+        out = {k.replace(old, new): v for k, v in out.items()}
     for name in sorted({k.rsplit(".attn.", 1)[0] for k in out if ".attn.query." in k}):
         for kind in ("weight", "bias"):
             parts = [out.pop(f"{name}.attn.{p}.{kind}", None) for p in ("query", "key", "value")]
@@ -174,14 +182,22 @@ def from_pretrained(path_or_hub_id: str | Path, **overrides: Any) -> VisionTrans
 
 
 def _download(hub_id: str) -> Path:
-    """Fetch config.json and the weights of a hub model (needs the internet and huggingface_hub)."""
+    """Fetch config.json and one weights file of a hub model (needs the internet and huggingface_hub).
+
+    safetensors is preferred; the pickled ``pytorch_model.bin`` is fetched only when a repository has no
+    ``model.safetensors`` (many ship both: downloading both would double the size).
+    """
     if hub_id.count("/") != 1:
         raise ValueError(
             f"{hub_id!r} is neither an existing file or directory nor a hub id like 'google/vit-base-patch16-224'"
         )
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import hf_hub_download, list_repo_files
     except ImportError as err:
         raise ImportError("downloading from the hub needs huggingface_hub: pip install huggingface_hub") from err
-    files = ["config.json", "model.safetensors", "pytorch_model.bin"]
-    return Path(snapshot_download(hub_id, allow_patterns=files))
+    available = set(list_repo_files(hub_id))
+    weights = next((n for n in ("model.safetensors", "pytorch_model.bin") if n in available), None)
+    if "config.json" not in available or weights is None:
+        raise ValueError(f"hub repository {hub_id!r} has no config.json with model.safetensors/pytorch_model.bin")
+    hf_hub_download(hub_id, weights)
+    return Path(hf_hub_download(hub_id, "config.json")).parent
