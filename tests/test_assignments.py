@@ -120,6 +120,7 @@ def test_badge_and_install_cell(name):
     assert nb.cells[1].source == INSTALL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_source_runs_cleanly_and_passes_every_test_cell(name, executed_sources):
     nb = executed_sources[name]
@@ -130,6 +131,7 @@ def test_source_runs_cleanly_and_passes_every_test_cell(name, executed_sources):
             assert "✓" in text and "passed" in text, f"{name}: {cell.source[:60]!r} printed {text!r}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_every_graded_cell_fails_on_the_student_version(name, executed_releases):
     """The equivalent of `nbgrader validate --invert`: no test passes on an empty stub."""
