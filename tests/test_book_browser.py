@@ -97,7 +97,7 @@ def _expected_cells(page: Page) -> tuple[int, int]:
 
 
 def _open(browser, page: Page):
-    """Load one page offline; return the Playwright page and what went wrong while loading it."""
+    """Load one page offline; return its browser context, the page, and what went wrong while loading."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     external: list[str] = []
