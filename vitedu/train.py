@@ -60,7 +60,9 @@ PRESETS: dict[str, TrainConfig] = {
     # 8x8 digits on a laptop CPU. Chosen on the validation split: 4x4 patches (a 2x2 grid of tokens plus
     # mean pooling) learn far faster than 2x2 patches on 1,259 images, and hard distillation from a small
     # convnet teacher (DeiT) adds the locality prior the ViT lacks. The model is MODEL_CONFIGS'
-    # "vit_digits_patch2_8" with these overrides.
+    # "vit_digits_patch2_8" with these overrides. Measured (359 test digits, one CPU thread): 98.05 / 97.77 /
+    # 96.94 % for seeds 0 / 1 / 2, about 3 minutes on a busy 2-core machine; an RBF SVM on the same
+    # training images scores 97.49 % (98.05 % on train + val). 2x2 patches with the same teacher: 95.3 %.
     "digits": TrainConfig(
         model="vit_digits_patch2_8",
         model_kwargs={"patch_size": 4, "embed_dim": 128, "num_heads": 4, "mlp_ratio": 2.0, "pool": "mean"},
