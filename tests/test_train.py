@@ -45,6 +45,17 @@ def test_weight_decay_skips_norms_biases_positions_and_cls():
     assert len(decayed) + len(skipped) == len(names)
 
 
+def test_distillation_loss_hard_and_soft():
+    student, teacher = torch.randn(6, 10), torch.randn(6, 10)
+    hard = T.distillation_loss(student, teacher)
+    assert torch.allclose(hard, torch.nn.functional.cross_entropy(student, teacher.argmax(-1)))
+    t = 3.0
+    p_t, p_s = torch.softmax(teacher / t, -1), torch.softmax(student / t, -1)
+    by_hand = (p_t * (p_t.log() - p_s.log())).sum(-1).mean() * t**2  # KL(teacher || student), batch mean
+    assert torch.allclose(T.distillation_loss(student, teacher, t), by_hand, atol=1e-6)
+    assert T.distillation_loss(teacher, teacher, t).abs() < 1e-6  # copying the teacher costs nothing
+
+
 def test_short_run_reduces_loss(device):
     result = T.fit(TINY, device=device, progress=False, log=quiet)
     h = result.history

@@ -49,7 +49,8 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global gradient norm (0 = off)
     augment: str = "digits"  # a key of vitedu.data.AUGMENTATIONS
     teacher_epochs: int = 0  # > 0: first train a small CNN teacher this long, then distil it (DeiT)
-    distill_alpha: float = 0.5  # weight of the hard-distillation loss (teacher's argmax as the label)
+    distill_alpha: float = 0.5  # weight of the distillation loss
+    distill_temperature: float = 0.0  # 0: hard distillation (teacher's argmax); > 0: soft (Hinton), this T
     train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
     train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
     seed: int = 0
@@ -200,6 +201,16 @@ class ConvTeacher(nn.Sequential):
         )
 
 
+def distillation_loss(logits: Tensor, teacher_logits: Tensor, temperature: float = 0.0) -> Tensor:
+    """Hard (temperature 0): cross-entropy with the teacher's argmax as the label, as in DeiT. Soft: the
+    KL divergence between the softened distributions, times T^2 so gradients keep their scale (Hinton)."""
+    if temperature <= 0:
+        return F.cross_entropy(logits, teacher_logits.argmax(-1))
+    student = F.log_softmax(logits / temperature, dim=-1)  # (batch, classes)
+    teacher = F.log_softmax(teacher_logits / temperature, dim=-1)
+    return F.kl_div(student, teacher, reduction="batchmean", log_target=True) * temperature**2
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, loader: D.TensorLoader) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of ``model`` over ``loader`` (eval mode, no smoothing)."""
@@ -235,10 +246,10 @@ def train_one_epoch(
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
             logits = model(images).float()  # (batch, classes)
             loss = F.cross_entropy(logits, labels, label_smoothing=config.label_smoothing)
-            if teacher is not None:  # hard distillation: also learn the teacher's decision
+            if teacher is not None:  # distillation: also learn the teacher's decision
                 with torch.no_grad():
-                    teacher_labels = teacher(images).argmax(-1)  # (batch,)
-                distill = F.cross_entropy(logits, teacher_labels)
+                    teacher_logits = teacher(images).float()  # (batch, classes)
+                distill = distillation_loss(logits, teacher_logits, config.distill_temperature)
                 loss = (1 - config.distill_alpha) * loss + config.distill_alpha * distill
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
