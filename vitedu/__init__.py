@@ -6,9 +6,12 @@
     maps = model.attention_maps(images)          # (depth, batch, heads, tokens, tokens)
 """
 
-from . import attention, blocks, patching, pretrained
+import importlib
+
+from . import attention, blocks, checks, data, patching, pretrained
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
 from .blocks import Block, DropPath, LayerScale, Mlp
+from .data import TensorLoader, load_cifar10, load_digits
 from .models import MODEL_CONFIGS, create_model, list_models
 from .patching import PatchEmbedding, patchify, resample_pos_embed, sincos_pos_embed_2d, unpatchify
 from .pretrained import from_pretrained
@@ -17,9 +20,20 @@ from .vit import VisionTransformer
 
 __version__ = "0.1.0"
 
+_LAZY_FROM_TRAIN = ("PRESETS", "TrainConfig", "fit", "load_trained")
+
+
+def __getattr__(name: str):
+    # vitedu.train is imported on first use, so that `python -m vitedu.train` does not find it imported already.
+    if name == "train" or name in _LAZY_FROM_TRAIN:
+        train = importlib.import_module(".train", __name__)
+        return train if name == "train" else getattr(train, name)
+    raise AttributeError(f"module 'vitedu' has no attribute {name!r}")
+
 __all__ = [
-    "Block", "DropPath", "LayerScale", "MODEL_CONFIGS", "Mlp", "MultiHeadSelfAttention", "PatchEmbedding",
-    "VisionTransformer", "attention", "blocks", "count_parameters", "create_model", "from_pretrained",
-    "get_device", "list_models", "patchify", "patching", "pretrained", "resample_pos_embed",
-    "scaled_dot_product_attention", "seed_everything", "sincos_pos_embed_2d", "unpatchify",
+    "PRESETS", "Block", "DropPath", "LayerScale", "MODEL_CONFIGS", "Mlp", "MultiHeadSelfAttention", "PatchEmbedding",
+    "TensorLoader", "TrainConfig", "VisionTransformer", "attention", "blocks", "checks", "count_parameters",
+    "create_model", "data", "fit", "from_pretrained", "get_device", "list_models", "load_cifar10", "load_digits",
+    "load_trained", "patchify", "patching", "pretrained", "resample_pos_embed", "scaled_dot_product_attention",
+    "seed_everything", "sincos_pos_embed_2d", "train", "unpatchify",
 ]

@@ -52,12 +52,6 @@ class VisionTransformer(nn.Module):
             raise ValueError(f"pool must be 'cls' (a [CLS] token) or 'mean' (average of patch tokens), got {pool!r}")
         if pos_embed not in ("learn", "sincos"):
             raise ValueError(f"pos_embed must be 'learn' or 'sincos', got {pos_embed!r}")
-        if embed_dim % num_heads:
-            divisors = [h for h in range(1, embed_dim + 1) if embed_dim % h == 0]
-            raise ValueError(
-                f"embed_dim={embed_dim} is not divisible by num_heads={num_heads}: each head gets "
-                f"embed_dim / num_heads features. Choose num_heads from {divisors}."
-            )
         self.pool = pool
         self.num_classes = num_classes
         self.embed_dim = embed_dim
