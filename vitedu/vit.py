@@ -95,9 +95,13 @@ class VisionTransformer(nn.Module):
         pos_embed = self.pos_embed
         if grid_size != self.patch_embed.grid_size:  # another resolution: resample the position grid
             pos_embed = resample_pos_embed(pos_embed, grid_size, self.patch_embed.grid_size, self.num_prefix_tokens)
-        if self.cls_token is not None:
-            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        prefix = [token.expand(x.shape[0], -1, -1) for token in self._prefix_tokens()]
+        x = torch.cat([*prefix, x], dim=1)
         return self.pos_drop(x + pos_embed)
+
+    def _prefix_tokens(self) -> list[Tensor]:
+        """The learned tokens put in front of the patches, each (1, 1, dim): [CLS], or none with mean pooling."""
+        return [self.cls_token] if self.cls_token is not None else []
 
     def _encode(self, images: Tensor, need_weights: bool) -> tuple[Tensor, list[Tensor]]:
         x = self.patch_embed(images)  # (batch, patches, dim)
