@@ -160,6 +160,19 @@ def test_gpsa_starts_local_at_the_prescribed_offsets(num_heads, strength):
     torch.testing.assert_close(torch.sigmoid(gpsa.gating_param), torch.full((num_heads,), 0.7311), atol=1e-4, rtol=0)
 
 
+def test_gpsa_head_order_is_the_papers():
+    # Head h = i + k * j of a k x k kernel sits at (dx, dy) = (j - c, i - c) (ConViT's local_init).
+    gpsa = GatedPositionalSelfAttention(16, 4, grid_size=4)
+    assert gpsa.attention_centres().tolist() == [[-0.5, -0.5], [-0.5, 0.5], [0.5, -0.5], [0.5, 0.5]]
+
+
+@needs_timm
+def test_gpsa_local_init_is_timms():
+    ours, theirs = _build("convit")
+    for name in ("blocks.0.attn.pos_proj.weight", "blocks.1.attn.v.weight"):
+        torch.testing.assert_close(ours.state_dict()[name], theirs.state_dict()[name], atol=0, rtol=0)
+
+
 def test_convit_gpsa_layers_are_local_before_any_training():
     model = create_model("convit_digits_patch2_8").eval()
     maps = model.attention_maps(torch.randn(2, 1, 8, 8))

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from .attention import check_num_heads, scaled_dot_product_attention
 from .blocks import Block
 from .patching import PatchEmbedding, learned_pos_embed
+from .vit import ClassTokenClassifier, init_linear_layers
 
 
 class TalkingHeadAttention(nn.Module):
@@ -152,7 +153,7 @@ class ClassAttentionBlock(LayerScaleBlock):
         return cls, weights
 
 
-class Cait(nn.Module):
+class Cait(ClassTokenClassifier):
     """Class-Attention in Image Transformers.
 
     (batch, in_chans, height, width) -> logits (batch, num_classes)
@@ -206,11 +207,7 @@ class Cait(nn.Module):
         self.norm = nn.LayerNorm(embed_dim, eps=norm_eps)
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
-        for module in self.modules():  # timm's initialisation: truncated normal weights, zero biases
-            if isinstance(module, nn.Linear):
-                nn.init.trunc_normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        init_linear_layers(self)
 
     def _encode(self, images: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
         x = self.pos_drop(self.patch_embed(images) + self.pos_embed)  # (batch, patches, dim)
@@ -223,18 +220,6 @@ class Cait(nn.Module):
             cls, weights = block(x, cls, need_weights=need_weights)
             maps.append(weights)
         return self.norm(torch.cat([cls, x], dim=1)), maps  # (batch, 1 + patches, dim)
-
-    def forward_features(self, images: Tensor) -> Tensor:
-        """(batch, in_chans, height, width) -> (batch, 1 + patches, embed_dim), [CLS] first, after the norm."""
-        return self._encode(images)[0]
-
-    def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
-        """(batch, 1 + patches, embed_dim) -> (batch, num_classes) from [CLS]."""
-        cls = self.head_drop(features[:, 0])
-        return cls if pre_logits else self.head(cls)
-
-    def forward(self, images: Tensor) -> Tensor:
-        return self.forward_head(self.forward_features(images))
 
     @torch.no_grad()
     def attention_maps(self, images: Tensor) -> tuple[list[Tensor], list[Tensor]]:

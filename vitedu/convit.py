@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from .attention import check_num_heads
 from .blocks import Block
 from .patching import PatchEmbedding, _pair, learned_pos_embed
+from .vit import ClassTokenClassifier, init_linear_layers
 
 
 def relative_positions(grid_size: int | tuple[int, int]) -> Tensor:
@@ -121,7 +122,7 @@ class GatedPositionalSelfAttention(nn.Module):
         return self.proj_drop(self.proj(x)), weights if need_weights else None
 
 
-class ConVit(nn.Module):
+class ConVit(ClassTokenClassifier):
     """The ConViT classifier.
 
     (batch, in_chans, height, width) -> logits (batch, num_classes)
@@ -177,11 +178,7 @@ class ConVit(nn.Module):
         self.norm = nn.LayerNorm(embed_dim, eps=norm_eps)
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
-        for module in self.modules():  # timm's initialisation, then the convolution-like start of GPSA
-            if isinstance(module, nn.Linear):
-                nn.init.trunc_normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+        init_linear_layers(self)  # timm's initialisation, then the convolution-like start of GPSA
         for block in self.blocks[:local_up_to_layer]:
             block.attn.local_init()
 
@@ -194,18 +191,6 @@ class ConVit(nn.Module):
             x, weights = block(x, need_weights=need_weights)
             maps.append(weights)
         return self.norm(x), maps  # (batch, 1 + patches, dim)
-
-    def forward_features(self, images: Tensor) -> Tensor:
-        """(batch, in_chans, height, width) -> (batch, 1 + patches, embed_dim), [CLS] first, after the norm."""
-        return self._encode(images)[0]
-
-    def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
-        """(batch, 1 + patches, embed_dim) -> (batch, num_classes) from [CLS]."""
-        cls = self.head_drop(features[:, 0])
-        return cls if pre_logits else self.head(cls)
-
-    def forward(self, images: Tensor) -> Tensor:
-        return self.forward_head(self.forward_features(images))
 
     def gates(self) -> Tensor:
         """sigmoid(lambda) of every GPSA layer: the share of positional attention. -> (gpsa_layers, heads)"""

@@ -16,6 +16,38 @@ from .blocks import Block
 from .patching import PatchEmbedding, learned_pos_embed, resample_pos_embed, sincos_pos_embed_2d
 
 
+def init_linear_layers(model: nn.Module) -> None:
+    """timm's default initialisation: truncated normal (std 0.02) for every Linear weight, zero biases."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.trunc_normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
+class ClassTokenClassifier(nn.Module):
+    """The outer shape shared by CaiT and ConViT: ``_encode`` the image into tokens ([CLS] first, normed),
+    then a head on [CLS]. Subclasses build ``head_drop`` and ``head`` and define ``_encode``."""
+
+    head_drop: nn.Module
+    head: nn.Module
+
+    def _encode(self, images: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        raise NotImplementedError
+
+    def forward_features(self, images: Tensor) -> Tensor:
+        """(batch, in_chans, height, width) -> (batch, 1 + patches, embed_dim), [CLS] first, after the norm."""
+        return self._encode(images)[0]
+
+    def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
+        """(batch, 1 + patches, embed_dim) -> (batch, num_classes) from [CLS]."""
+        cls = self.head_drop(features[:, 0])
+        return cls if pre_logits else self.head(cls)
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.forward_head(self.forward_features(images))
+
+
 class VisionTransformer(nn.Module):
     """A plain ViT classifier.
 
@@ -81,14 +113,9 @@ class VisionTransformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        # timm's default: truncated normal (std 0.02) for Linear weights, zero biases, a tiny [CLS].
         if self.cls_token is not None:
-            nn.init.normal_(self.cls_token, std=1e-6)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.trunc_normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+            nn.init.normal_(self.cls_token, std=1e-6)  # a tiny [CLS], as timm
+        init_linear_layers(self)
 
     def _pos_embed(self, x: Tensor, grid_size: tuple[int, int]) -> Tensor:
         """Prepend [CLS] and add positions. (batch, patches, dim) -> (batch, tokens, dim)"""
