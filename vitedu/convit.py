@@ -23,7 +23,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .attention import check_num_heads
+from .attention import _check_num_heads
 from .blocks import Block
 from .patching import PatchEmbedding, _pair, learned_pos_embed
 from .vit import ClassTokenClassifier, init_linear_layers
@@ -62,7 +62,7 @@ class GatedPositionalSelfAttention(nn.Module):
         locality_strength: float = 1.0,
     ) -> None:
         super().__init__()
-        check_num_heads(dim, num_heads)
+        _check_num_heads(dim, num_heads)
         kernel = math.isqrt(num_heads)
         if kernel * kernel != num_heads:
             squares = [n * n for n in range(1, 6)]
