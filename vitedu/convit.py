@@ -6,8 +6,9 @@ Gated positional self-attention (GPSA) gives every head two attention maps and a
 
 The content map is ordinary attention. The positional map depends only on where key j sits relative to
 query i, through r_ij = (dx, dy, dx^2 + dy^2). Initialised with v_h = alpha * (2 Delta_x, 2 Delta_y, -1),
-its logit is -alpha * |d - Delta_h|^2 + const: a Gaussian blob centred at the offset Delta_h, one offset
-per head on a sqrt(h) x sqrt(h) grid - together the heads see a k x k neighbourhood, like a convolution.
+its logit is -alpha * [(dx - Delta_x)^2 + (dy - Delta_y)^2] + const: a Gaussian blob centred at the
+offset Delta_h, one offset per head on a k x k grid (k = sqrt(h)) - together the heads see a k x k
+neighbourhood, like a convolution.
 Each head learns how far to trust position (lambda_h up) or content (lambda_h down).
 
     patches + positions -> GPSA blocks -> insert [CLS] -> ordinary self-attention blocks -> head([CLS])
