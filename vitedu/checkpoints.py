@@ -9,6 +9,7 @@ the checkpoint: safetensors files hold only tensors, and pickled files are read 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +68,17 @@ def _read_pickle(path: Path) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)  # tensors only: no code can run
     except Exception as err:  # UnpicklingError, RuntimeError (bad zip), EOFError (truncated), ...
-        if "Weights only load failed" in str(err):
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err))
+        if found:
             raise ValueError(
-                f"{path} holds Python objects besides tensors; vitedu refuses to unpickle them, because "
-                f"unpickling can run arbitrary code. Re-save only the weights: torch.save(model.state_dict(), path) "
-                f"(or use safetensors)"
+                f"{path} holds Python objects besides tensors (e.g. {found.group(1)}); vitedu refuses to unpickle "
+                f"them, because unpickling can run arbitrary code. Re-save only the weights: "
+                f"torch.save(model.state_dict(), path) (or use safetensors)"
             ) from err
+        # torch's own text may advise weights_only=False, which is wrong for a broken file: keep only the cause.
+        detail = str(err).split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0] if str(err) else ""
         raise ValueError(
-            f"{path} is not a readable PyTorch checkpoint ({type(err).__name__}: {err}); it may be truncated or "
+            f"{path} is not a readable PyTorch checkpoint ({type(err).__name__}: {detail}); it may be truncated or "
             f"corrupt, or not a torch.save file at all: fetch or save it again"
         ) from err
 
