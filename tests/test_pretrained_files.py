@@ -231,3 +231,35 @@ def test_resampling_differs_from_transformers_by_the_documented_amount():
 def test_readme_table_is_generated_from_the_tested_families():
     readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
     assert support_table() in readme, "regenerate it with: python tools/checkpoint_table.py"
+
+
+# ---- never a raw KeyError/TypeError/IndexError ----
+
+def test_every_damaged_tensor_gives_a_value_error(tmp_path, vit):
+    """Drop each tensor, or give it a wrong number of axes: always a ValueError naming the file."""
+    path = tmp_path / "damaged.safetensors"
+    state = vit.state_dict()
+    for key in state:
+        for damaged in ({k: v for k, v in state.items() if k != key},
+                        *({**state, key: bad} for bad in (torch.zeros(()), torch.zeros(1), torch.zeros(2, 3, 4, 5)))):
+            save_file(damaged, path)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with pytest.raises(ValueError, match=str(path)):
+                    from_pretrained(path, num_heads=3)
+
+
+@pytest.mark.parametrize("config, field", [
+    ({"architecture": 5}, "architecture=5"),
+    ({"architecture": "vit_tiny_patch16_224", "model_args": [1]}, "model_args"),
+    ({"architecture": "vit_tiny_patch16_224", "pretrained_cfg": {"input_size": 7}}, "input_size"),
+    ({"architecture": "vit_tiny_patch16_224", "num_classes": "x"}, "num_classes"),
+    ({"model_type": "vit", "hidden_size": "a", "num_hidden_layers": 1, "num_attention_heads": 3}, "hidden_size"),
+    ({"model_type": "vit", "hidden_size": 48, "num_hidden_layers": 1, "num_attention_heads": 3, "id2label": 5},
+     "id2label"),
+])
+def test_config_fields_of_the_wrong_type(tmp_path, vit, config, field):
+    save_file(vit.state_dict(), tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=field):
+        from_pretrained(tmp_path)

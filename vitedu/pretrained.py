@@ -117,6 +117,9 @@ def hf_config_to_kwargs(config: dict[str, Any]) -> dict[str, Any]:
     missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads") if k not in config]
     if missing:
         raise ValueError(f"a Hugging Face ViT config.json needs {missing}; this one has only {sorted(config)}")
+    _require_types(config, {"hidden_size": int, "num_hidden_layers": int, "num_attention_heads": int,
+                            "intermediate_size": int, "image_size": int, "patch_size": int, "num_channels": int,
+                            "id2label": dict, "layer_norm_eps": float, "qkv_bias": bool}, "config.json")
     hidden = config["hidden_size"]
     labels = config.get("id2label") or {}
     return dict(
@@ -131,6 +134,19 @@ def hf_config_to_kwargs(config: dict[str, Any]) -> dict[str, Any]:
         qkv_bias=config.get("qkv_bias", True),
         norm_eps=config.get("layer_norm_eps", 1e-12),
     )
+
+
+def _require_types(config: dict[str, Any], types: dict[str, Any], source: Any) -> None:
+    """A ValueError naming every field of a config that has the wrong type (absent fields are not checked)."""
+    def ok(value: Any, expected: Any) -> bool:
+        if isinstance(value, bool) and expected in (int, float):  # True is an int to Python, not to a config
+            return False
+        return isinstance(value, (int, float) if expected is float else expected)
+
+    wrong = [f"{k}={config[k]!r} (expected {getattr(t, '__name__', t)})"
+             for k, t in types.items() if config.get(k) is not None and not ok(config[k], t)]
+    if wrong:
+        raise ValueError(f"{source} has fields of the wrong type: {', '.join(wrong)}")
 
 
 def load_checked(model: nn.Module, state: dict[str, Tensor], source: str | Path | None = None) -> nn.Module:
@@ -175,6 +191,11 @@ def _infer_timm_kwargs(state: dict[str, Tensor], source: Path) -> dict[str, Any]
         raise ValueError(
             f"{source} is not a timm ViT state_dict: it lacks {missing}. Its keys: {_fold(list(state))[:12]}"
         )
+    dims = {"patch_embed.proj.weight": 4, "pos_embed": 3, "blocks.0.mlp.fc1.weight": 2, "head.weight": 2}
+    wrong = [f"{k} {tuple(state[k].shape)} (expected {n} axes)" for k, n in dims.items() if k in state
+             and state[k].dim() != n]
+    if wrong:
+        raise ValueError(f"{source} is not a timm ViT state_dict: {', '.join(wrong)}")
     embed_dim, in_chans, patch, _ = state["patch_embed.proj.weight"].shape
     prefix = 1 if "cls_token" in state else 0
     grid = math.isqrt(state["pos_embed"].shape[1] - prefix)
@@ -231,7 +252,10 @@ def _build(kwargs: dict[str, Any], state: dict[str, Tensor], source: Path, img_s
             state = {**state, "pos_embed": resample_pos_embed(
                 state["pos_embed"], new.patch_embed.grid_size, old.patch_embed.grid_size, old.num_prefix_tokens)}
         kwargs = {**kwargs, "img_size": img_size}
-    model = VisionTransformer(**kwargs)
+    try:
+        model = VisionTransformer(**kwargs)
+    except (TypeError, ValueError) as err:  # e.g. num_heads="3", or a width the head count does not divide
+        raise ValueError(f"{source}: cannot build a VisionTransformer from {kwargs}: {err}") from err
     return load_checked(model, state, source).eval()
 
 
@@ -327,6 +351,13 @@ def _from_directory(path: Path, arch: str | None, overrides: dict[str, Any], wei
 
 def _from_timm_config(config: dict[str, Any], state: dict[str, Tensor], weights: Path, arch: str | None,
                       overrides: dict[str, Any]) -> VisionTransformer:
+    _require_types(config, {"architecture": str, "model_args": dict, "pretrained_cfg": dict, "num_classes": int,
+                            "label_names": (list, dict)}, weights.parent / "config.json")
+    input_size = (config.get("pretrained_cfg") or {}).get("input_size")
+    if input_size is not None and not (isinstance(input_size, list) and len(input_size) == 3
+                                       and all(isinstance(n, int) for n in input_size)):
+        raise ValueError(f"{weights.parent / 'config.json'}: pretrained_cfg.input_size should be [channels, "
+                         f"height, width], got {input_size!r}")
     recorded_arch = config["architecture"]
     if arch is not None and split_tag(arch)[0] != split_tag(recorded_arch)[0]:
         raise ValueError(f"arch={arch!r} contradicts the architecture {recorded_arch!r} recorded in {weights.parent}")

@@ -115,13 +115,13 @@ def key_reasons(state: dict[str, Tensor]) -> list[str]:
     """What a timm state_dict holds that vitedu's ViT lacks, recognised from its keys and shapes."""
     reasons = [reason for pattern, reason in _KEY_REASONS if any(re.search(pattern, k) for k in state)]
     fc1, fc2 = state.get("blocks.0.mlp.fc1.weight"), state.get("blocks.0.mlp.fc2.weight")
-    if fc1 is not None and fc2 is not None and fc1.shape[0] == 2 * fc2.shape[1]:
+    if fc1 is not None and fc2 is not None and fc1.dim() == fc2.dim() == 2 and fc1.shape[0] == 2 * fc2.shape[1]:
         reasons.append("a packed gated MLP (SwiGLU/GeGLU: fc1 is twice as wide as fc2's input)")
     if "patch_embed.proj.weight" in state and "pos_embed" not in state:
         reasons.append("no learned absolute position embedding ('pos_embed' is missing: rotary or no positions)")
     if "patch_embed.proj.weight" in state and "patch_embed.proj.bias" not in state:
         reasons.append("a patch embedding without bias (CLIP-style)")
-    if "pos_embed" in state and "patch_embed.proj.weight" in state:
+    if "pos_embed" in state and state["pos_embed"].dim() == 3 and "patch_embed.proj.weight" in state:
         tokens = state["pos_embed"].shape[1]
         if "cls_token" in state and _is_square(tokens) and not _is_square(tokens - 1):
             reasons.append("position embeddings that skip [CLS] ('pos_embed' has no slot for it: no_embed_class)")
@@ -161,6 +161,10 @@ def timm_kwargs(arch_or_tagged: str, model_args: dict[str, Any] | None = None,
     ``pretrained_cfg["input_size"]`` the resolution the weights were trained at. ``state`` (the weights),
     when given, adds what its keys reveal to the reasons of a refusal.
     """
+    if not isinstance(arch_or_tagged, str):
+        raise ValueError(
+            f"arch should be a timm architecture name such as 'vit_base_patch16_224', got {arch_or_tagged!r}"
+        )
     arch, _ = split_tag(arch_or_tagged)
     if arch not in TIMM_ARCHITECTURES:
         reasons = name_reasons(arch) or ["an architecture vitedu has no exact counterpart for"]
