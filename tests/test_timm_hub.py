@@ -202,3 +202,14 @@ def test_every_supported_architecture_matches_timm(arch):
     load_checked(ours, theirs.state_dict())
     assert ours.blocks[0].attn.num_heads == theirs.blocks[0].attn.num_heads
     _assert_identical(ours.eval(), theirs, torch.randn(1, 3, 2 * patch, 2 * patch))
+
+
+@pytest.mark.parametrize("tagged", ["vit_base_patch16_224.mae", "vit_small_patch16_224.dino"])
+def test_headless_tags_load(tmp_path, tagged):
+    """MAE and DINO weights are published without a classifier (num_classes=0): features, not logits."""
+    theirs = _timm_model(tagged, num_classes=0)
+    path = _hub_dir(theirs, tmp_path)
+    assert json.loads((path / "config.json").read_text())["num_classes"] == 0
+    ours = from_pretrained(path)
+    assert ours(IMAGES).shape == (2, 48)
+    _assert_identical(ours, theirs)
