@@ -213,3 +213,13 @@ def test_headless_tags_load(tmp_path, tagged):
     ours = from_pretrained(path)
     assert ours(IMAGES).shape == (2, 48)
     _assert_identical(ours, theirs)
+
+
+def test_timm_hub_id_loads_what_the_hub_serves(tmp_path, monkeypatch):
+    """A hub id goes through the same path as the directory the hub download produces (no network here)."""
+    from vitedu import pretrained
+
+    theirs = _timm_model("vit_small_patch16_224.augreg_in21k_ft_in1k")
+    served = _hub_dir(theirs, tmp_path / "snapshot")
+    monkeypatch.setattr(pretrained, "_download", lambda hub_id: served)
+    _assert_identical(from_pretrained("timm/vit_small_patch16_224.augreg_in21k_ft_in1k"), theirs)
