@@ -50,7 +50,8 @@ def scaled_dot_product_attention(
     ``...`` is any number of leading axes, e.g. (batch, heads). ``mask`` is either boolean (True where
     a query may attend) or additive (added to the logits), broadcastable to (..., queries, keys).
     A query with every key masked gets zero weights and a zero output on both paths (not NaN).
-    ``scale`` defaults to 1/sqrt(d_k), which keeps the logits at unit variance (chapter 2).
+    ``scale`` defaults to 1/sqrt(d_k), which keeps the logits at unit variance when q and k have unit-variance
+    entries (chapter 2).
     With ``need_weights=False`` PyTorch's fused kernel runs and the weights are ``None``.
     The returned weights are the softmax output before attention dropout.
     """
