@@ -75,6 +75,16 @@ def scaled_dot_product_attention(
     return dropped @ v, weights  # (..., queries, d_v)
 
 
+def _check_num_heads(dim: int, num_heads: int) -> None:
+    """Raise a helpful error unless ``num_heads`` divides ``dim`` (every head gets dim / heads features)."""
+    if dim % num_heads:
+        divisors = [h for h in range(1, dim + 1) if dim % h == 0]
+        raise ValueError(
+            f"embed_dim={dim} is not divisible by num_heads={num_heads}: every head needs the same "
+            f"size d_k = dim / heads. Choose num_heads from {divisors} (or change embed_dim)."
+        )
+
+
 class MultiHeadSelfAttention(nn.Module):
     """h attention heads of size d_k = dim / h, computed in parallel and mixed by an output projection.
 
@@ -95,12 +105,7 @@ class MultiHeadSelfAttention(nn.Module):
         fused_attn: bool = True,
     ) -> None:
         super().__init__()
-        if dim % num_heads:
-            divisors = [h for h in range(1, dim + 1) if dim % h == 0]
-            raise ValueError(
-                f"embed_dim={dim} is not divisible by num_heads={num_heads}: every head needs the same "
-                f"size d_k = dim / heads. Choose num_heads from {divisors} (or change embed_dim)."
-            )
+        _check_num_heads(dim, num_heads)
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.scale = self.head_dim**-0.5  # 1/sqrt(d_k), with d_k the *head* size, not dim

@@ -86,10 +86,15 @@ class Block(nn.Module):
         drop_path: float = 0.0,
         init_values: float | None = None,
         norm_eps: float = 1e-6,
+        attn_layer: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
-        self.attn = MultiHeadSelfAttention(dim, num_heads, qkv_bias, attn_drop, proj_drop)
+        # Later ViTs change only how tokens attend (CaiT's talking heads, ConViT's gated positional
+        # attention): they pass their own module, called like MultiHeadSelfAttention, and reuse the rest.
+        if attn_layer is None:
+            attn_layer = MultiHeadSelfAttention(dim, num_heads, qkv_bias, attn_drop, proj_drop)
+        self.attn = attn_layer
         self.ls1 = LayerScale(dim, init_values) if init_values else nn.Identity()
         self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)

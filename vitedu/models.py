@@ -5,6 +5,11 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any
 
+from torch import nn
+
+from .cait import Cait
+from .convit import ConVit
+from .deit import VisionTransformerDistilled
 from .vit import VisionTransformer
 
 # name -> keyword arguments of VisionTransformer
@@ -37,10 +42,31 @@ MODEL_CONFIGS: dict[str, dict[str, Any]] = {
     ),
 }
 
+# After ViT (chapter 9): name -> (model class, keyword arguments). timm's names and parameter counts;
+# ConViT's embed_dim is the full width (timm's convit_tiny says 48 per head x 4 heads = 192).
+VARIANT_CONFIGS: dict[str, tuple[type[nn.Module], dict[str, Any]]] = {
+    "deit_tiny_distilled_patch16_224": (VisionTransformerDistilled, dict(embed_dim=192, depth=12, num_heads=3)),
+    "deit_small_distilled_patch16_224": (VisionTransformerDistilled, dict(embed_dim=384, depth=12, num_heads=6)),
+    "cait_xxs24_224": (Cait, dict(embed_dim=192, depth=24, num_heads=4, init_values=1e-5)),
+    "cait_s24_224": (Cait, dict(embed_dim=384, depth=24, num_heads=8, init_values=1e-5)),
+    "convit_tiny": (ConVit, dict(embed_dim=192, num_heads=4, local_up_to_layer=10)),
+    "convit_small": (ConVit, dict(embed_dim=432, num_heads=9, local_up_to_layer=10)),
+    # Digits presets: 2x2 patches -> a 4x4 grid (ConViT's local heads need a grid to be local on), the
+    # width and depth of vit_digits_patch2_8. CaiT: init_values 0.1, the paper's choice for shallow nets.
+    "deit_digits_patch2_8": (VisionTransformerDistilled, dict(
+        img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0)),
+    "cait_digits_patch2_8": (Cait, dict(
+        img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0,
+        mlp_ratio_token_only=2.0, init_values=0.1)),
+    "convit_digits_patch2_8": (ConVit, dict(
+        img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0,
+        local_up_to_layer=2)),
+}
+
 
 def list_models() -> list[str]:
     """Names accepted by :func:`create_model`."""
-    return sorted(MODEL_CONFIGS)
+    return sorted([*MODEL_CONFIGS, *VARIANT_CONFIGS])
 
 
 # name -> trained weights shipped inside the package (vitedu/assets), so they work offline and on Colab with
@@ -51,13 +77,18 @@ SHIPPED_WEIGHTS: dict[str, str] = {
 }
 
 
-def create_model(name: str, pretrained: bool = False, **overrides: Any) -> VisionTransformer:
-    """Build a named ViT; keyword arguments override the preset (e.g. ``num_classes=10``).
+def create_model(name: str, pretrained: bool = False, **overrides: Any) -> nn.Module:
+    """Build a named model; keyword arguments override the preset (e.g. ``num_classes=10``).
 
     ``pretrained=True`` loads the trained weights shipped with vitedu for that name (see ``SHIPPED_WEIGHTS``);
     overrides must then leave the architecture unchanged (e.g. ``drop_path_rate`` is fine, ``depth`` is not).
-    For checkpoints from the Hugging Face hub or timm files, use :func:`vitedu.from_pretrained` instead.
+    For checkpoints from the Hugging Face hub or timm files, use ``vitedu.from_pretrained`` instead.
     """
+    if name in VARIANT_CONFIGS and not pretrained:
+        model_class, config = VARIANT_CONFIGS[name]
+        return model_class(**{**config, **overrides})
+    if pretrained and name not in SHIPPED_WEIGHTS:
+        _shipped_file(name)  # raises the educational error listing the shipped models
     if name not in MODEL_CONFIGS:
         raise ValueError(f"unknown model {name!r}; available models: {', '.join(list_models())}")
     model = VisionTransformer(**{**MODEL_CONFIGS[name], **overrides})

@@ -52,6 +52,8 @@ class TrainConfig:
     teacher_epochs: int = 0  # > 0: first train a small CNN teacher this long, then distil it (DeiT)
     distill_alpha: float = 0.5  # weight of the distillation loss
     distill_temperature: float = 0.0  # 0: hard distillation (teacher's argmax); > 0: soft (Hinton), this T
+    # A ViT learns labels and teacher through its one head (the Hinton-style baseline); a DeiT model
+    # (create_model("deit_...")) learns the teacher through its distillation token (distillation_token_loss).
     train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
     train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
     seed: int = 0
@@ -142,7 +144,7 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        skip = p.ndim < 2 or name.endswith(("pos_embed", "cls_token"))
+        skip = p.ndim < 2 or name.endswith(("pos_embed", "cls_token", "dist_token"))
         (no_decay if skip else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
@@ -229,12 +231,29 @@ class ConvTeacher(nn.Sequential):
 
 def distillation_loss(logits: Tensor, teacher_logits: Tensor, temperature: float = 0.0) -> Tensor:
     """Hard (temperature 0): cross-entropy with the teacher's argmax as the label, as in DeiT. Soft: the
-    KL divergence between the softened distributions, times T^2 so gradients keep their scale (Hinton)."""
+    KL divergence between the softened distributions, times T^2 so gradients keep their scale (Hinton).
+
+    Used on a plain ViT's single head this is the Hinton-style baseline: the same head is pulled towards
+    the labels and towards the teacher. DeiT gives the teacher its own token: see distillation_token_loss."""
     if temperature <= 0:
         return F.cross_entropy(logits, teacher_logits.argmax(-1))
     student = F.log_softmax(logits / temperature, dim=-1)  # (batch, classes)
     teacher = F.log_softmax(teacher_logits / temperature, dim=-1)
     return F.kl_div(student, teacher, reduction="batchmean", log_target=True) * temperature**2
+
+
+def distillation_token_loss(
+    cls_logits: Tensor, dist_logits: Tensor, labels: Tensor, teacher_logits: Tensor, alpha: float = 0.5,
+    temperature: float = 0.0, label_smoothing: float = 0.0,
+) -> Tensor:
+    """DeiT's distillation through attention: each of the two heads has its own target.
+
+    (1 - alpha) * CE([CLS] head, labels) + alpha * distillation_loss([DIST] head, teacher, temperature).
+    With alpha = 0.5 and temperature 0 this is DeiT's hard distillation,
+    1/2 CE(cls_logits, y) + 1/2 CE(dist_logits, argmax teacher). All logits are (batch, classes).
+    """
+    label_loss = F.cross_entropy(cls_logits, labels, label_smoothing=label_smoothing)
+    return (1 - alpha) * label_loss + alpha * distillation_loss(dist_logits, teacher_logits, temperature)
 
 
 @torch.no_grad()
@@ -270,13 +289,25 @@ def train_one_epoch(
         for group in optimizer.param_groups:
             group["lr"] = lr
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            logits = model(images).float()  # (batch, classes)
-            loss = F.cross_entropy(logits, labels, label_smoothing=config.label_smoothing)
+            outputs = model(images)  # (batch, classes), or DeiT's pair (cls_logits, dist_logits)
+            teacher_logits = None
             if teacher is not None:  # distillation: also learn the teacher's decision
                 with torch.no_grad():
                     teacher_logits = teacher(images).float()  # (batch, classes)
-                distill = distillation_loss(logits, teacher_logits, config.distill_temperature)
-                loss = (1 - config.distill_alpha) * loss + config.distill_alpha * distill
+            if isinstance(outputs, tuple):  # DeiT: [CLS] learns the labels, [DIST] the teacher
+                if teacher_logits is None:
+                    raise ValueError("the model returns (cls_logits, dist_logits) but there is no teacher: "
+                                     "set teacher_epochs > 0, or call model.set_distilled_training(False)")
+                cls_logits, dist_logits = outputs[0].float(), outputs[1].float()
+                loss = distillation_token_loss(cls_logits, dist_logits, labels, teacher_logits, config.distill_alpha,
+                                               config.distill_temperature, config.label_smoothing)
+                logits = (cls_logits + dist_logits) / 2  # what the model predicts at test time
+            else:  # one head for everything; with a teacher, the Hinton-style baseline
+                logits = outputs.float()
+                loss = F.cross_entropy(logits, labels, label_smoothing=config.label_smoothing)
+                if teacher_logits is not None:
+                    distill = distillation_loss(logits, teacher_logits, config.distill_temperature)
+                    loss = (1 - config.distill_alpha) * loss + config.distill_alpha * distill
         optimizer.zero_grad(set_to_none=True)
         scaler.scale(loss).backward()
         if config.grad_clip:
@@ -314,6 +345,8 @@ def fit(
     optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype(device) == torch.float16)
     teacher = train_teacher(config, loaders, device, out, progress, log) if config.teacher_epochs else None
+    if hasattr(model, "set_distilled_training"):  # DeiT: two outputs in training only when there is a teacher
+        model.set_distilled_training(teacher is not None)
     start_epoch, step, history = 0, 0, History()
     if resuming:
         state = load_checkpoint(out, model, optimizer, scaler)

@@ -16,6 +16,38 @@ from .blocks import Block
 from .patching import PatchEmbedding, learned_pos_embed, resample_pos_embed, sincos_pos_embed_2d
 
 
+def init_linear_layers(model: nn.Module) -> None:
+    """timm's default initialisation: truncated normal (std 0.02) for every Linear weight, zero biases."""
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.trunc_normal_(module.weight, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
+class ClassTokenClassifier(nn.Module):
+    """The outer shape shared by CaiT and ConViT: ``_encode`` the image into tokens ([CLS] first, normed),
+    then a head on [CLS]. Subclasses build ``head_drop`` and ``head`` and define ``_encode``."""
+
+    head_drop: nn.Module
+    head: nn.Module
+
+    def _encode(self, images: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        raise NotImplementedError
+
+    def forward_features(self, images: Tensor) -> Tensor:
+        """(batch, in_chans, height, width) -> (batch, 1 + patches, embed_dim), [CLS] first, after the norm."""
+        return self._encode(images)[0]
+
+    def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
+        """(batch, 1 + patches, embed_dim) -> (batch, num_classes) from [CLS]."""
+        cls = self.head_drop(features[:, 0])
+        return cls if pre_logits else self.head(cls)
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.forward_head(self.forward_features(images))
+
+
 class VisionTransformer(nn.Module):
     """A plain ViT classifier.
 
@@ -81,23 +113,22 @@ class VisionTransformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        # timm's default: truncated normal (std 0.02) for Linear weights, zero biases, a tiny [CLS].
         if self.cls_token is not None:
-            nn.init.normal_(self.cls_token, std=1e-6)
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.trunc_normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+            nn.init.normal_(self.cls_token, std=1e-6)  # a tiny [CLS], as timm
+        init_linear_layers(self)
 
     def _pos_embed(self, x: Tensor, grid_size: tuple[int, int]) -> Tensor:
         """Prepend [CLS] and add positions. (batch, patches, dim) -> (batch, tokens, dim)"""
         pos_embed = self.pos_embed
         if grid_size != self.patch_embed.grid_size:  # another resolution: resample the position grid
             pos_embed = resample_pos_embed(pos_embed, grid_size, self.patch_embed.grid_size, self.num_prefix_tokens)
-        if self.cls_token is not None:
-            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        prefix = [token.expand(x.shape[0], -1, -1) for token in self._prefix_tokens()]
+        x = torch.cat([*prefix, x], dim=1)
         return self.pos_drop(x + pos_embed)
+
+    def _prefix_tokens(self) -> list[Tensor]:
+        """The learned tokens put in front of the patches, each (1, 1, dim): [CLS], or none with mean pooling."""
+        return [self.cls_token] if self.cls_token is not None else []
 
     def _encode(self, images: Tensor, need_weights: bool) -> tuple[Tensor, list[Tensor]]:
         x = self.patch_embed(images)  # (batch, patches, dim)

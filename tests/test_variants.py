@@ -1,0 +1,240 @@
+"""DeiT (distilled), CaiT and ConViT: timm's parameter counts, timm checkpoints give timm's logits,
+the distillation-token loss, GPSA's convolution-like initialisation, and helpful errors."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from timm_reference import import_timm
+
+from vitedu import count_parameters, create_model
+from vitedu import train as T
+from vitedu.cait import Cait
+from vitedu.convit import ConVit, GatedPositionalSelfAttention, relative_positions
+from vitedu.deit import VisionTransformerDistilled
+
+timm = import_timm()
+needs_timm = pytest.mark.skipif(timm is None, reason="timm is not installed (pip install --no-deps timm)")
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [  # timm 1.0's models with 1000 classes at 224 px (timm.create_model(name) and count the parameters)
+        ("deit_tiny_distilled_patch16_224", 5_910_800),
+        ("deit_small_distilled_patch16_224", 22_436_432),
+        ("cait_xxs24_224", 11_956_264),
+        ("cait_s24_224", 46_916_200),
+        ("convit_tiny", 5_710_512),
+        ("convit_small", 27_777_322),
+    ],
+)
+def test_parameter_counts_match_timm(name, params):
+    with torch.device("meta"):  # the real modules, but no memory for the weights
+        model = create_model(name)
+    assert count_parameters(model) == params
+
+
+# The same small configuration for both sides: (vitedu class, vitedu kwargs, timm kwargs).
+def _pairs():
+    from timm.models.cait import Cait as TimmCait
+    from timm.models.convit import ConVit as TimmConVit
+    from timm.models.deit import VisionTransformerDistilled as TimmDistilled
+
+    common = dict(img_size=32, patch_size=8, num_classes=7)
+    return {
+        "deit": (VisionTransformerDistilled, TimmDistilled, dict(**common, embed_dim=48, depth=2, num_heads=3), {}),
+        "cait": (Cait, TimmCait, dict(**common, embed_dim=48, depth=2, num_heads=4, init_values=1e-5), {}),
+        "convit": (ConVit, TimmConVit, dict(**common, depth=3, num_heads=4, local_up_to_layer=2),
+                   dict(embed_dim=12), ),  # timm: width per head; ours: total width 12 * 4 = 48
+    }
+
+
+def _build(family: str):
+    ours_class, timm_class, kwargs, timm_only = _pairs()[family]
+    ours_kwargs = dict(kwargs, embed_dim=48) if family == "convit" else kwargs
+    return ours_class(**ours_kwargs), timm_class(**kwargs, **timm_only)
+
+
+@needs_timm
+@pytest.mark.parametrize("family", ["deit", "cait", "convit"])
+def test_state_dict_keys_and_shapes_are_timms(family):
+    ours, theirs = _build(family)
+    assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in theirs.state_dict().items()}
+
+
+@needs_timm
+@pytest.mark.parametrize("family", ["deit", "cait", "convit"])
+def test_perturbed_timm_weights_give_timm_logits(family, device):
+    ours, theirs = _build(family)
+    with torch.no_grad():  # random perturbation: zero/one/identity initialisations must not hide a bug
+        for tensor in theirs.state_dict().values():
+            if tensor.is_floating_point():
+                tensor.add_(0.2 * torch.randn_like(tensor))
+    ours.load_state_dict(theirs.state_dict(), strict=True)
+    ours, theirs = ours.to(device).eval(), theirs.to(device).eval()
+    images = torch.randn(4, 3, 32, 32, device=device)
+    with torch.no_grad():
+        expected = theirs(images)
+        assert expected.abs().max() > 0.1  # the comparison is not between two near-zero outputs
+        torch.testing.assert_close(ours(images), expected, atol=1e-4, rtol=1e-4)
+        if family == "deit":  # training mode: the two heads separately
+            ours.train(), theirs.train(), theirs.set_distilled_training(True)
+            for a, b in zip(ours(images), theirs(images), strict=True):
+                torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_deit_returns_two_heads_in_training_and_their_average_in_eval():
+    model = create_model("deit_digits_patch2_8")
+    images = torch.randn(5, 1, 8, 8)
+    cls_logits, dist_logits = model.train()(images)
+    assert cls_logits.shape == dist_logits.shape == (5, 10) and not torch.allclose(cls_logits, dist_logits)
+    torch.testing.assert_close(model.eval()(images), (cls_logits + dist_logits) / 2)
+    model.set_distilled_training(False)
+    assert model.train()(images).shape == (5, 10)
+    assert model.attention_maps(images).shape == (4, 5, 4, 18, 18)  # [CLS], [DIST] and 16 patches
+
+
+def test_distillation_token_loss_matches_a_hand_computation():
+    cls_logits = torch.tensor([[2.0, 0.0, -1.0], [0.0, 1.0, 0.0]])
+    dist_logits = torch.tensor([[0.0, 3.0, 0.0], [1.0, 1.0, 2.0]])
+    labels = torch.tensor([0, 1])
+    teacher = torch.tensor([[0.1, 0.9, 0.0], [5.0, 0.0, 0.0]])  # argmax: classes 1 and 0
+
+    def nll(logits, targets):  # -log softmax(logits)[target], averaged, written out
+        return sum((torch.logsumexp(row, 0) - row[t]) for row, t in zip(logits, targets)) / len(targets)
+
+    by_hand = 0.5 * nll(cls_logits, labels) + 0.5 * nll(dist_logits, [1, 0])
+    loss = T.distillation_token_loss(cls_logits, dist_logits, labels, teacher)
+    assert torch.allclose(loss, by_hand, atol=1e-6)
+    # The label head never sees the teacher, the distillation head never sees the labels.
+    assert torch.allclose(T.distillation_token_loss(cls_logits, dist_logits, labels, teacher, alpha=0.0),
+                          F.cross_entropy(cls_logits, labels))
+    other_labels = torch.tensor([2, 2])
+    assert torch.allclose(T.distillation_token_loss(cls_logits, dist_logits, other_labels, teacher, alpha=1.0),
+                          T.distillation_token_loss(cls_logits, dist_logits, labels, teacher, alpha=1.0))
+
+
+def test_deit_trains_with_hard_distillation_through_its_token():
+    from dataclasses import replace
+
+    torch.set_num_threads(1)
+    config = replace(T.PRESETS["digits"], model="deit_digits_patch2_8", model_kwargs={"embed_dim": 32, "depth": 1},
+                     epochs=1, batch_size=128, warmup_epochs=0.5, teacher_epochs=1, distill_alpha=0.5,
+                     distill_temperature=0.0)
+    result = T.fit(config, progress=False, log=lambda _: None, device="cpu")
+    assert result.model.distilled_training and result.model.head_dist.weight.grad is not None
+    loader = T.make_loaders(config, torch.device("cpu"))["train"]
+    optimizer = torch.optim.SGD(result.model.parameters(), lr=0.0)
+    with pytest.raises(ValueError, match="no teacher"):  # two outputs but nothing to distil from
+        T.train_one_epoch(result.model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False), config, 0, 1)
+
+
+def test_relative_positions_are_key_minus_query():
+    rel = relative_positions(3)  # a 3 x 3 grid, patches numbered row by row
+    assert rel.shape == (9, 9, 3)
+    assert rel[4, 5].tolist() == [1, 0, 1]  # key right of the centre: dx = 1
+    assert rel[4, 1].tolist() == [0, -1, 1]  # key above the centre: dy = -1
+    assert rel[0, 8].tolist() == [2, 2, 8]
+
+
+@pytest.mark.parametrize("num_heads, strength", [(9, 1.0), (4, 1.0), (9, 3.0)])
+def test_gpsa_starts_local_at_the_prescribed_offsets(num_heads, strength):
+    gpsa = GatedPositionalSelfAttention(4 * num_heads, num_heads, grid_size=9, locality_strength=strength)
+    torch.nn.init.normal_(gpsa.pos_proj.weight)  # forget anything, then apply the paper's initialisation
+    gpsa.local_init()
+    position = gpsa.positional_attention()  # (heads, 81, 81)
+    query = 40  # the centre of the 9 x 9 grid: no border within reach
+    rel = relative_positions(9)[query, :, :2]  # (keys, 2): (dx, dy) of every key
+    centre_of_mass = position[:, query] @ rel  # (heads, 2)
+    centres = gpsa.attention_centres()
+    torch.testing.assert_close(centre_of_mass, centres, atol=1e-3, rtol=0)
+    kernel = int(num_heads**0.5)
+    assert centres.unique().numel() == kernel  # the heads tile a kernel x kernel neighbourhood
+    if kernel % 2:  # odd kernels: each head's strongest key is exactly at its offset
+        peak = position[:, query].argmax(-1)
+        assert torch.equal(rel[peak], centres)
+    spread = (position[:, query] * ((rel - centre_of_mass[:, None]) ** 2).sum(-1)).sum(-1)
+    # A blob of variance about 1 / (2 alpha) per axis (a Gaussian sampled on the grid), not a spread-out map.
+    assert spread.max() < 1.1 / strength
+    # Values start as the identity and the gate at sigmoid(1): mostly positional.
+    assert torch.equal(gpsa.v.weight, torch.eye(4 * num_heads))
+    torch.testing.assert_close(torch.sigmoid(gpsa.gating_param), torch.full((num_heads,), 0.7311), atol=1e-4, rtol=0)
+
+
+def test_gpsa_head_order_is_the_papers():
+    # Head h = i + k * j of a k x k kernel sits at (dx, dy) = (j - c, i - c) (ConViT's local_init).
+    gpsa = GatedPositionalSelfAttention(16, 4, grid_size=4)
+    assert gpsa.attention_centres().tolist() == [[-0.5, -0.5], [-0.5, 0.5], [0.5, -0.5], [0.5, 0.5]]
+
+
+@needs_timm
+def test_gpsa_local_init_is_timms():
+    ours, theirs = _build("convit")
+    for name in ("blocks.0.attn.pos_proj.weight", "blocks.1.attn.v.weight"):
+        torch.testing.assert_close(ours.state_dict()[name], theirs.state_dict()[name], atol=0, rtol=0)
+
+
+def test_convit_gpsa_layers_are_local_before_any_training():
+    model = create_model("convit_digits_patch2_8").eval()
+    maps = model.attention_maps(torch.randn(2, 1, 8, 8))
+    assert [m.shape[-1] for m in maps] == [16, 16, 17, 17]  # [CLS] joins after the two GPSA layers
+    rel = relative_positions(4)[:, :, :2]
+    distance = lambda m: (m[..., :16, -16:] * rel.norm(dim=-1)).sum(-1).mean()  # noqa: E731
+    uniform = rel.norm(dim=-1).mean()  # what a head that ignores position would give
+    assert distance(maps[0]) < 0.9 * uniform  # gated GPSA: nearer than uniform attention
+    assert model.gates().shape == (2, 4)
+
+
+def test_cait_keeps_patches_out_of_class_attention():
+    model = create_model("cait_digits_patch2_8").eval()
+    images = torch.randn(3, 1, 8, 8)
+    self_maps, class_maps = model.attention_maps(images)
+    assert [m.shape for m in self_maps] == [(3, 4, 16, 16)] * 4  # patches only, no [CLS]
+    assert [m.shape for m in class_maps] == [(3, 4, 1, 17)] * 2  # one query: [CLS]
+    features = model.forward_features(images)
+    with torch.no_grad():  # the patch tokens leave the class-attention layers unchanged
+        x = model.patch_embed(images) + model.pos_embed
+        for block in model.blocks:
+            x = block(x)[0]
+    torch.testing.assert_close(features[:, 1:], model.norm(x))
+    keys = model.state_dict().keys()
+    assert "blocks.0.gamma_1" in keys and "blocks_token_only.1.gamma_2" in keys
+    assert not any(".ls1." in k or ".ls2." in k for k in keys)
+
+
+def test_talking_heads_with_identity_mixing_is_multi_head_attention():
+    from vitedu.attention import MultiHeadSelfAttention
+    from vitedu.cait import TalkingHeadAttention
+
+    talking, plain = TalkingHeadAttention(32, 4), MultiHeadSelfAttention(32, 4)
+    plain.load_state_dict({k: v for k, v in talking.state_dict().items() if not k.startswith(("proj_l", "proj_w"))})
+    with torch.no_grad():
+        for mix in (talking.proj_l, talking.proj_w):
+            mix.weight.copy_(torch.eye(4))
+            mix.bias.zero_()
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(talking(x)[0], plain(x)[0], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: ConVit(img_size=32, patch_size=8, embed_dim=48, num_heads=6, depth=3, local_up_to_layer=2),
+         "perfect square"),
+        (lambda: ConVit(img_size=32, patch_size=8, embed_dim=48, num_heads=4, depth=3, local_up_to_layer=3),
+         "local_up_to_layer"),
+        (lambda: Cait(img_size=32, patch_size=8, embed_dim=48, num_heads=4, depth=2, depth_token_only=0),
+         "class-attention"),
+        (lambda: Cait(img_size=32, patch_size=8, embed_dim=48, num_heads=5, depth=2), "not divisible"),
+        (lambda: VisionTransformerDistilled(img_size=32, patch_size=8, embed_dim=48, num_heads=3, pool="mean"),
+         "DIST"),
+    ],
+)
+def test_bad_configurations_explain_themselves(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
+
+
+def test_gpsa_rejects_a_cls_token():
+    gpsa = GatedPositionalSelfAttention(16, 4, grid_size=4)
+    with pytest.raises(ValueError, match="insert \\[CLS\\] after"):
+        gpsa(torch.randn(2, 17, 16))
