@@ -50,6 +50,20 @@ def test_masks_agree_between_paths(device, kind):
     torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("kind", ["bool", "additive"])
+def test_fully_masked_row_gives_zeros_on_both_paths(device, kind):
+    q, k, v = (torch.randn(2, 4, 8, device=device, requires_grad=True) for _ in range(3))
+    allowed = torch.tensor([[1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]], device=device).bool()
+    mask = allowed if kind == "bool" else torch.zeros(4, 4, device=device).masked_fill(~allowed, float("-inf"))
+    explicit, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    fused, _ = scaled_dot_product_attention(q, k, v, mask=mask, need_weights=False)
+    assert torch.all(weights[:, 2] == 0) and torch.all(explicit[:, 2] == 0)
+    torch.testing.assert_close(weights[:, [0, 1, 3]].sum(-1), torch.ones(2, 3, device=device))
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    explicit.sum().backward()
+    assert all(torch.isfinite(t.grad).all() for t in (q, k, v))
+
+
 def test_custom_scale_is_used():
     q, k, v = (torch.randn(3, 4) for _ in range(3))
     _, weights = scaled_dot_product_attention(q, k, v, scale=1.0)

@@ -3,21 +3,22 @@
 For every page of _toc.yml (the intro, the getting-started pages, every chapter as it is added, the
 reference pages) the test loads `_build/html/<page>.html` from disk and checks that
 - the page loads without console errors, uncaught JavaScript errors or failed local requests;
+- the maths is typeset: MathJax is served with the book (sphinx-mathjax-offline, `_static/mathjax/`),
+  so offline every formula becomes an `mjx-container`, with no TeX error and no raw TeX delimiter left;
 - every local `<img>` has loaded (natural width > 0): figures, logos;
 - chapter (notebook) pages show their code cells and the stored outputs, as many as the notebook has,
   and the rocket menu's "Launch on Colab" link and the badge open this notebook on Colab;
 and writes a full-page screenshot to `_build/screenshots/<page>.png` for a person to look at.
 
-Offline by design: the test aborts every request that is not `file://`. Two external resources are
+Offline by design: the test aborts every request that is not `file://`. One external resource is
 expected and therefore *not* checked here:
 - the Colab badge image (colab.research.google.com/assets/colab-badge.svg) cannot load offline. The
   test does not fake it with a local copy (that would prove nothing about the real image); it asserts
   that the badge is the *only* external image on a page, that it is exactly the official badge URL,
   and that every badge links to a notebook of this repository on Colab (on a chapter page: to this
   chapter). Every local image is checked strictly.
-- MathJax (cdn.jsdelivr.net) typesets the maths in a reader's browser. Offline it is aborted, so the
-  test checks that the maths markup is on the page, not how MathJax draws it.
-Any other external request, or any console error not caused by aborting these two, fails the test.
+Any other external request (a MathJax CDN included), or any console error not caused by aborting the
+badge, fails the test.
 
 Chromium is Debian's `chromium` package driven by Playwright (`executable_path`; no browser download).
 Without it the test is skipped with the reason, except under CI (`CI=true`), where it fails.
@@ -44,7 +45,6 @@ CHROMIUM_FLAGS = [
 # External URLs a page may request; they are aborted (offline) and their load errors are expected.
 EXPECTED_EXTERNAL = {
     COLAB_BADGE_IMAGE: "the Colab badge in each notebook's first cell",
-    "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js": "MathJax, on pages with maths",
 }
 # Notebook cell tags with which Jupyter Book leaves out a cell's input or output on purpose.
 HIDDEN_INPUT = {"remove-cell", "remove-input"}
@@ -134,6 +134,29 @@ def _open(browser, page: Page):
     return context, tab, errors
 
 
+def _assert_typeset(tab, page: Page) -> None:
+    """Every formula on the page is typeset by the MathJax served with the book (no CDN, so offline too)."""
+    scripts = tab.eval_on_selector_all("script[src*='mathjax']", "els => els.map(e => e.src)")
+    assert scripts and all(src.startswith("file://") for src in scripts), (
+        f"{page.docname}: MathJax is not served with the book (sphinx-mathjax-offline): {scripts}"
+    )
+    tab.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15_000)
+    tab.evaluate("() => MathJax.startup.promise")  # resolves when the first typesetting pass is done
+    formulas, typeset = tab.locator(".math").count(), tab.locator(".math mjx-container").count()
+    assert typeset >= formulas, f"{page.docname}: {formulas} formulas, only {typeset} typeset by MathJax"
+    tex_errors = tab.eval_on_selector_all("mjx-merror", "els => els.map(e => e.getAttribute('data-mjx-error'))")
+    assert not tex_errors, f"{page.docname}: MathJax could not typeset: {tex_errors}"
+    # A TeX delimiter left in the text is a formula MathJax never saw (code listings may hold any text).
+    raw = tab.evaluate(
+        r"""() => {
+            const main = document.querySelector("main").cloneNode(true);
+            main.querySelectorAll("pre, code, mjx-container, script").forEach(e => e.remove());
+            return main.textContent.split("\n").filter(l => /\\[([]/.test(l)).map(l => l.trim());
+        }"""
+    )
+    assert not raw, f"{page.docname}: raw TeX left on the page: {raw[:5]}"
+
+
 PAGES = toc_pages()
 
 
@@ -176,6 +199,8 @@ def test_page_in_headless_chromium(browser, page: Page) -> None:
 
         if tab.locator("script[src*='mathjax']").count():  # maths is on the page for MathJax to typeset
             assert tab.locator(".math").count() > 0, f"{page.docname}: loads MathJax but has no maths"
+        if tab.locator(".math").count():
+            _assert_typeset(tab, page)
 
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shot = SCREENSHOTS / f"{page.docname.replace('/', '__')}.png"

@@ -208,3 +208,52 @@ def test_plain_docstrings_render_as_written() -> None:
     ]
     names = [name for name, _ in public_members("vitedu.attention")]
     assert names == ["scaled_dot_product_attention", "MultiHeadSelfAttention"]
+
+
+# `pytest --nbval` from the repository root, with no other flag, is the project's notebook check: it must
+# re-execute every chapter and every assignment source (never the student releases), in this environment's
+# kernel, with the sanitiser, and still run the tests in tests/ (pyproject.toml's testpaths, conftest.py).
+NBVAL_OPTIONS_PLUGIN = '''
+import json, os
+
+def pytest_collection_finish(session):
+    option = session.config.option
+    with open(os.environ["NBVAL_OPTIONS_OUT"], "w") as out:
+        json.dump({"current_env": option.nbval_current_env, "sanitize_with": option.nbval_sanitize_with,
+                   "nodeids": [item.nodeid for item in session.items]}, out)
+'''
+
+
+@pytest.mark.slow
+def test_plain_pytest_nbval_from_root_checks_every_notebook_with_the_sanitiser(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+
+    (tmp_path / "report_nbval_options.py").write_text(NBVAL_OPTIONS_PLUGIN)
+    env = dict(os.environ, NBVAL_OPTIONS_OUT=str(tmp_path / "options.json"))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "pytest", "--nbval", "--collect-only", "-q",
+               "-p", "no:cacheprovider", "-p", "report_nbval_options"]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    log = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, f"`pytest --nbval --collect-only` failed:\n{log}"
+    report = json.loads((tmp_path / "options.json").read_text())
+
+    collected = {nodeid.split("::")[0] for nodeid in report["nodeids"]}
+    chapters = ROOT.glob("notebooks/*.ipynb")
+    sources = ROOT.glob("notebooks/assignments/source/**/*.ipynb")
+    expected = {_repo_path(p) for p in [*chapters, *sources] if ".ipynb_checkpoints" not in p.parts}
+    assert expected, "no notebooks found to check"
+    notebooks = {path for path in collected if path.endswith(".ipynb")}
+    assert notebooks == expected, (
+        f"`pytest --nbval` from the root misses {sorted(expected - notebooks)} "
+        f"and runs {sorted(notebooks - expected)} (the student releases must not be run)"
+    )
+    unit_tests = {_repo_path(p) for p in (ROOT / "tests").glob("test_*.py")}
+    assert unit_tests <= collected, f"`pytest --nbval` no longer runs {sorted(unit_tests - collected)}"
+    assert report["current_env"] is True, "nbval must use this environment's kernel (--nbval-current-env)"
+    sanitizer = report["sanitize_with"]
+    assert sanitizer and Path(sanitizer).resolve() == ROOT / "tests" / "nbval_sanitize.cfg", (
+        f"nbval must mask addresses and figure sizes with tests/nbval_sanitize.cfg, got {sanitizer!r}"
+    )

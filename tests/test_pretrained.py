@@ -2,7 +2,6 @@
 
 import json
 import os
-import pickle
 import socket
 
 import pytest
@@ -75,7 +74,8 @@ def test_timm_state_dict_file(tmp_path, suffix):
         save_file(theirs.state_dict(), path)
     else:
         torch.save({"model": theirs.state_dict(), "epoch": 3}, path)  # a training-script checkpoint
-    ours = from_pretrained(path)
+    with pytest.warns(UserWarning, match=r"assumed num_heads=6 \(timm's usual count for width 384\)"):
+        ours = from_pretrained(path)
     images = torch.randn(2, 3, 32, 32)
     torch.testing.assert_close(ours(images), theirs(images), atol=1e-5, rtol=1e-5)
 
@@ -114,7 +114,7 @@ def test_loading_never_runs_pickled_code(tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / "evil.pth"
     torch.save({"patch_embed.proj.weight": _Exploit(str(marker))}, path)  # a real torch checkpoint file
-    with pytest.raises(pickle.UnpicklingError):
+    with pytest.raises(ValueError, match=r"holds Python objects besides tensors \(e.g. io.open\)"):
         from_pretrained(path)
     assert not marker.exists()
 
@@ -122,7 +122,7 @@ def test_loading_never_runs_pickled_code(tmp_path):
 def test_not_a_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="no config.json"):
         from_pretrained(tmp_path)
-    with pytest.raises(ValueError, match="neither an existing file or directory nor a hub id"):
+    with pytest.raises(FileNotFoundError, match="no such file or directory"):
         from_pretrained(tmp_path / "missing")
 
 

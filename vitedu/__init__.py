@@ -8,7 +8,7 @@
 
 import importlib
 
-from . import attention, blocks, checks, data, patching, pretrained
+from . import attention, blocks, checks, data, interpret, patching, pretrained
 from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
 from .blocks import Block, DropPath, LayerScale, Mlp
 from .data import TensorLoader, load_cifar10, load_digits
@@ -33,7 +33,8 @@ def __getattr__(name: str):
 __all__ = [
     "PRESETS", "Block", "DropPath", "LayerScale", "MODEL_CONFIGS", "Mlp", "MultiHeadSelfAttention", "PatchEmbedding",
     "TensorLoader", "TrainConfig", "VisionTransformer", "attention", "blocks", "checks", "count_parameters",
-    "create_model", "data", "fit", "from_pretrained", "get_device", "list_models", "load_cifar10", "load_digits",
+    "create_model", "data", "fit", "from_pretrained", "get_device", "interpret", "list_models", "load_cifar10",
+    "load_digits",
     "load_trained", "patchify", "patching", "pretrained", "resample_pos_embed", "scaled_dot_product_attention",
     "seed_everything", "sincos_pos_embed_2d", "train", "unpatchify",
 ]

@@ -49,7 +49,9 @@ def scaled_dot_product_attention(
 
     ``...`` is any number of leading axes, e.g. (batch, heads). ``mask`` is either boolean (True where
     a query may attend) or additive (added to the logits), broadcastable to (..., queries, keys).
-    ``scale`` defaults to 1/sqrt(d_k), which keeps the logits at unit variance (chapter 2).
+    A query with every key masked gets zero weights and a zero output on both paths (not NaN).
+    ``scale`` defaults to 1/sqrt(d_k), which keeps the logits at unit variance when q and k have unit-variance
+    entries (chapter 2).
     With ``need_weights=False`` PyTorch's fused kernel runs and the weights are ``None``.
     The returned weights are the softmax output before attention dropout.
     """
@@ -62,7 +64,13 @@ def scaled_dot_product_attention(
     logits = (q @ k.transpose(-2, -1)) * scale  # (..., queries, keys)
     if mask is not None:
         logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
+        # A query whose every key is masked has no distribution to form: softmax of a row of -inf is
+        # 0/0 = NaN. Like PyTorch's fused kernel, give such a row zero weights, hence a zero output.
+        empty = torch.isneginf(logits).all(dim=-1, keepdim=True)  # (..., queries, 1)
+        logits = logits.masked_fill(empty, 0.0)  # finite, so no NaN reaches the backward pass
     weights = logits.softmax(dim=-1)  # each row (one query) sums to one over the keys
+    if mask is not None:
+        weights = weights.masked_fill(empty, 0.0)
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
     return dropped @ v, weights  # (..., queries, d_v)
 

@@ -455,3 +455,13 @@ __all__ = [
     "load_cifar10", "load_digits", "md5sum", "rand_augment_light", "random_affine", "random_crop",
     "random_hflip", "stratified_split",
 ]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Cluttered digits: one shipped digit on a 32x32 canvas among fragments of others (vitedu/cluttered.py,
+# its own concept and file; re-exported here so that all datasets load from vitedu.data).
+# ----------------------------------------------------------------------------------------------------
+
+from .cluttered import load_cluttered_digits  # noqa: E402  (cluttered.py imports the digits from above)
+
+__all__ += ["load_cluttered_digits"]

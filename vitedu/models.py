@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Any
 
 from torch import nn
@@ -29,6 +30,11 @@ MODEL_CONFIGS: dict[str, dict[str, Any]] = {
     "vit_digits_patch4_8": dict(
         img_size=8, patch_size=4, in_chans=1, num_classes=10, embed_dim=128, depth=4, num_heads=4, mlp_ratio=2.0,
         pool="mean",
+    ),
+    # Cluttered digits (vitedu.cluttered, PRESETS["cluttered_digits"]): one 8x8 digit on a 32x32 canvas of clutter.
+    # 4x4 patches -> an 8x8 grid of 64 tokens + [CLS]; the digit covers 4-9 of them.
+    "vit_cluttered_digits": dict(
+        img_size=32, patch_size=4, in_chans=1, num_classes=10, embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0,
     ),
     # 32x32 RGB (CIFAR-10): 4x4 patches -> 8x8 = 64 tokens, about 6.3M parameters.
     "vit_cifar_patch4_32": dict(
@@ -63,11 +69,56 @@ def list_models() -> list[str]:
     return sorted([*MODEL_CONFIGS, *VARIANT_CONFIGS])
 
 
-def create_model(name: str, **overrides: Any) -> nn.Module:
-    """Build a named model; keyword arguments override the preset (e.g. ``num_classes=10``)."""
-    if name in VARIANT_CONFIGS:
+# name -> trained weights shipped inside the package (vitedu/assets), so they work offline and on Colab with
+# the package alone. Each file is made by ``make weights`` (the training CLI); its safetensors metadata holds
+# the training config and the measured test accuracy.
+SHIPPED_WEIGHTS: dict[str, str] = {
+    "vit_cluttered_digits": "vit_cluttered_digits.safetensors",
+}
+
+
+def create_model(name: str, pretrained: bool = False, **overrides: Any) -> nn.Module:
+    """Build a named model; keyword arguments override the preset (e.g. ``num_classes=10``).
+
+    ``pretrained=True`` loads the trained weights shipped with vitedu for that name (see ``SHIPPED_WEIGHTS``);
+    overrides must then leave the architecture unchanged (e.g. ``drop_path_rate`` is fine, ``depth`` is not).
+    For checkpoints from the Hugging Face hub or timm files, use ``vitedu.from_pretrained`` instead.
+    """
+    if name in VARIANT_CONFIGS and not pretrained:
         model_class, config = VARIANT_CONFIGS[name]
         return model_class(**{**config, **overrides})
+    if pretrained and name not in SHIPPED_WEIGHTS:
+        _shipped_file(name)  # raises the educational error listing the shipped models
     if name not in MODEL_CONFIGS:
         raise ValueError(f"unknown model {name!r}; available models: {', '.join(list_models())}")
-    return VisionTransformer(**{**MODEL_CONFIGS[name], **overrides})
+    model = VisionTransformer(**{**MODEL_CONFIGS[name], **overrides})
+    if pretrained:
+        from .pretrained import load_checked  # here, not at the top: pretrained.py is the heavier module
+
+        model = load_checked(model, load_shipped_weights(name))
+    return model
+
+
+def _shipped_file(name: str):  # -> importlib Traversable
+    if name not in SHIPPED_WEIGHTS:
+        raise ValueError(
+            f"no trained weights are shipped with vitedu for {name!r}. Models with shipped weights: "
+            f"{', '.join(sorted(SHIPPED_WEIGHTS))}. Use pretrained=False for a randomly initialised {name!r}, "
+            "or vitedu.from_pretrained(...) for a checkpoint file or a Hugging Face hub id."
+        )
+    return resources.files("vitedu").joinpath("assets", SHIPPED_WEIGHTS[name])
+
+
+def load_shipped_weights(name: str) -> dict[str, Any]:
+    """The state_dict of a model trained and shipped with vitedu: {parameter name: tensor}."""
+    from safetensors.torch import load
+
+    return load(_shipped_file(name).read_bytes())
+
+
+def shipped_metadata(name: str) -> dict[str, str]:
+    """What the shipped file says about itself: the training config (JSON) and the measured test accuracy."""
+    from safetensors import safe_open
+
+    with resources.as_file(_shipped_file(name)) as path, safe_open(str(path), framework="pt") as f:
+        return dict(f.metadata() or {})

@@ -1,20 +1,45 @@
-"""Load real checkpoints: Hugging Face ViTs (``google/vit-base-patch16-224``) and timm state_dicts.
+"""Load real checkpoints into vitedu's ViT: Hugging Face directories and hub ids, timm's hub format, state_dicts.
 
-Loading never runs code from the checkpoint: safetensors files hold only tensors, and ``.bin``/``.pth``
-files are read with ``torch.load(weights_only=True)``, which refuses anything but tensors and plain
-containers.
+vitedu loads a checkpoint only when it computes exactly what the original model computes (identical logits);
+anything else is refused with a ``ValueError`` naming the file and what vitedu lacks. Three sources:
+
+- a Hugging Face ViT (``config.json`` with ``model_type: "vit"`` + ``model.safetensors``/``pytorch_model.bin``),
+  as a directory or a hub id such as ``"google/vit-base-patch16-224"``;
+- timm's hub format (``config.json`` naming an ``"architecture"`` + ``model.safetensors``), as a directory or a hub
+  id such as ``"timm/vit_base_patch16_224.augreg2_in21k_ft_in1k"``; ``vitedu.timm_configs`` lists the
+  architectures vitedu implements exactly;
+- a bare state_dict file (``.safetensors``, ``.pth``, ``.bin``) from timm or a training script. Its tensors record
+  the patch size, width, depth and classes, but not the number of heads, the activation, the pooling or where the
+  LayerNorms sit: pass the timm architecture name (``arch="vit_small_patch16_224"``) to pin these down; without
+  it vitedu assumes timm's plain ViT (exact GELU, pre-norm, LayerNorm eps 1e-6, heads from the width) and says so
+  in a warning.
+
+Resolution: images of another size than the checkpoint's are accepted (and ``img_size=`` rebuilds the model for
+one); the position embeddings are resampled bicubically *with antialiasing*, as timm does. transformers'
+``interpolate_pos_encoding`` resamples bicubically without antialiasing, so the two differ. On random position
+embeddings of the usual initial scale (std 0.02) of a 224-pixel /16 model, the mean absolute difference is about
+1e-3 at 384 pixels and about 6e-3 at 160 pixels (8 % and 58 % of the embeddings' mean magnitude: shrinking a grid
+of random, i.e. high-frequency, values is where antialiasing matters most; trained embeddings are smoother).
+tests/test_pretrained_files.py pins both numbers' order of magnitude.
+
+Loading never runs code from the checkpoint (see ``vitedu.checkpoints``).
 """
 
 from __future__ import annotations
 
-import json
+import inspect
+import math
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from .checkpoints import read_json, read_state_dict
+from .patching import resample_pos_embed
+from .timm_configs import TIMM_ARCHITECTURES, key_reasons, split_tag, timm_kwargs
 from .vit import VisionTransformer
 
 # Hugging Face ViT parameter name -> timm/vitedu name. Files on disk and on the hub use the classic
@@ -71,12 +96,30 @@ def convert_hf_state_dict(hf_state: dict[str, Tensor]) -> dict[str, Tensor]:
     return out
 
 
+def exact_mlp_ratio(hidden_dim: int, dim: int) -> float:
+    """The ``mlp_ratio`` for which ``int(dim * mlp_ratio) == hidden_dim`` exactly.
+
+    ``hidden_dim / dim`` is not always enough: 201 / 100 = 2.01, but 100 * 2.01 = 200.99999999999997 in floating
+    point, which ``int`` rounds down to 200. Step the ratio up by one float until the product reaches the width.
+    """
+    ratio = hidden_dim / dim
+    while int(dim * ratio) < hidden_dim:
+        ratio = math.nextafter(ratio, math.inf)
+    return ratio
+
+
 def hf_config_to_kwargs(config: dict[str, Any]) -> dict[str, Any]:
     """Translate a Hugging Face ``ViTConfig`` (as a dict from config.json) to VisionTransformer kwargs."""
     if config.get("model_type", "vit") != "vit":
         raise ValueError(f"expected a ViT checkpoint (model_type 'vit'), got model_type {config.get('model_type')!r}")
     if config.get("hidden_act", "gelu") != "gelu":
         raise ValueError(f"vitedu's MLP uses the exact GELU; this checkpoint uses {config['hidden_act']!r}")
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads") if k not in config]
+    if missing:
+        raise ValueError(f"a Hugging Face ViT config.json needs {missing}; this one has only {sorted(config)}")
+    _require_types(config, {"hidden_size": int, "num_hidden_layers": int, "num_attention_heads": int,
+                            "intermediate_size": int, "image_size": int, "patch_size": int, "num_channels": int,
+                            "id2label": dict, "layer_norm_eps": float, "qkv_bias": bool}, "config.json")
     hidden = config["hidden_size"]
     labels = config.get("id2label") or {}
     return dict(
@@ -87,26 +130,30 @@ def hf_config_to_kwargs(config: dict[str, Any]) -> dict[str, Any]:
         embed_dim=hidden,
         depth=config["num_hidden_layers"],
         num_heads=config["num_attention_heads"],
-        mlp_ratio=config.get("intermediate_size", 4 * hidden) / hidden,
+        mlp_ratio=exact_mlp_ratio(config.get("intermediate_size", 4 * hidden), hidden),
         qkv_bias=config.get("qkv_bias", True),
         norm_eps=config.get("layer_norm_eps", 1e-12),
     )
 
 
-def _read_weights(path: Path) -> dict[str, Tensor]:
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+def _require_types(config: dict[str, Any], types: dict[str, Any], source: Any) -> None:
+    """A ValueError naming every field of a config that has the wrong type (absent fields are not checked)."""
+    def ok(value: Any, expected: Any) -> bool:
+        if isinstance(value, bool) and expected in (int, float):  # True is an int to Python, not to a config
+            return False
+        return isinstance(value, (int, float) if expected is float else expected)
 
-        return load_file(str(path))
-    state = torch.load(path, map_location="cpu", weights_only=True)  # tensors only: no code can run
-    for wrapper in ("model", "state_dict", "model_state"):  # common training-script wrappers
-        if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
-            state = state[wrapper]
-    return state
+    wrong = [f"{k}={config[k]!r} (expected {getattr(t, '__name__', t)})"
+             for k, t in types.items() if config.get(k) is not None and not ok(config[k], t)]
+    if wrong:
+        raise ValueError(f"{source} has fields of the wrong type: {', '.join(wrong)}")
 
 
-def load_checked(model: nn.Module, state: dict[str, Tensor]) -> nn.Module:
-    """``load_state_dict`` that names every missing key, unexpected key and shape mismatch at once."""
+def load_checked(model: nn.Module, state: dict[str, Tensor], source: str | Path | None = None) -> nn.Module:
+    """``load_state_dict`` that names every missing key, unexpected key and shape mismatch at once.
+
+    When the keys reveal a feature vitedu's ViT lacks (e.g. BEiT's ``q_bias``), the error says so.
+    """
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -116,69 +163,274 @@ def load_checked(model: nn.Module, state: dict[str, Tensor]) -> nn.Module:
         if k in state and state[k].shape != expected[k].shape
     ]
     if missing or unexpected or shapes:
-        lines = ["the checkpoint does not match the model:"]
-        lines += [f"  missing from checkpoint: {missing}"] if missing else []
-        lines += [f"  unexpected in checkpoint: {unexpected}"] if unexpected else []
-        lines += [f"  shape mismatch: {s}" for s in shapes]
+        where = f"{source} " if source else "the checkpoint "
+        lines = [f"{where}does not match the model:"]
+        lines += [f"  missing from checkpoint: {_fold(missing)}"] if missing else []
+        lines += [f"  unexpected in checkpoint: {_fold(unexpected)}"] if unexpected else []
+        lines += [f"  shape mismatch: {s}" for s in shapes[:8]]
+        lines += [f"  it has {r}, which vitedu's ViT does not implement" for r in key_reasons(state)]
         lines.append("Build the model with the checkpoint's configuration (patch size, width, depth, heads, classes).")
         raise ValueError("\n".join(lines))
     model.load_state_dict(state)
     return model
 
 
-def _infer_timm_kwargs(state: dict[str, Tensor], overrides: dict[str, Any]) -> dict[str, Any]:
-    """Read a ViT's configuration off the shapes in a timm state_dict."""
-    if "patch_embed.proj.weight" not in state:
-        raise ValueError("not a ViT state_dict: there is no 'patch_embed.proj.weight'")
+def _fold(keys: list[str]) -> list[str]:
+    """Key names with block numbers folded (``blocks.N.attn.q_bias``), so 12 blocks make one entry."""
+    return sorted({re.sub(r"^blocks\.\d+\.", "blocks.N.", k) for k in keys})
+
+
+_KNOWN_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}  # timm's Ti/S/B/L/H: 64-wide heads, 80 for H
+
+
+def _infer_timm_kwargs(state: dict[str, Tensor], source: Path) -> dict[str, Any]:
+    """Read a ViT's configuration off the shapes in a timm state_dict (everything but the number of heads)."""
+    required = ["patch_embed.proj.weight", "pos_embed", "blocks.0.mlp.fc1.weight"]
+    missing = [k for k in required if k not in state]
+    if missing:
+        raise ValueError(
+            f"{source} is not a timm ViT state_dict: it lacks {missing}. Its keys: {_fold(list(state))[:12]}"
+        )
+    dims = {"patch_embed.proj.weight": 4, "pos_embed": 3, "blocks.0.mlp.fc1.weight": 2, "head.weight": 2}
+    wrong = [f"{k} {tuple(state[k].shape)} (expected {n} axes)" for k, n in dims.items() if k in state
+             and state[k].dim() != n]
+    if wrong:
+        raise ValueError(f"{source} is not a timm ViT state_dict: {', '.join(wrong)}")
     embed_dim, in_chans, patch, _ = state["patch_embed.proj.weight"].shape
     prefix = 1 if "cls_token" in state else 0
-    grid = int((state["pos_embed"].shape[1] - prefix) ** 0.5)
-    depth = len({k.split(".")[1] for k in state if k.startswith("blocks.")})
-    known_heads = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}  # the standard family (Ti/S/B/L/H)
-    if "num_heads" not in overrides and embed_dim not in known_heads:
-        raise ValueError(f"a timm state_dict does not record the number of heads; pass num_heads=... "
-                         f"(embed_dim is {embed_dim})")
-    kwargs = dict(
-        img_size=grid * patch, patch_size=patch, in_chans=in_chans, embed_dim=embed_dim, depth=depth,
-        num_heads=known_heads.get(embed_dim), pool="cls" if prefix else "mean",
+    grid = math.isqrt(state["pos_embed"].shape[1] - prefix)
+    return dict(
+        img_size=grid * patch, patch_size=patch, in_chans=in_chans, embed_dim=embed_dim,
+        depth=len({k.split(".")[1] for k in state if k.startswith("blocks.")}),
+        pool="cls" if prefix else "mean",
         num_classes=state["head.weight"].shape[0] if "head.weight" in state else 0,
-        mlp_ratio=state["blocks.0.mlp.fc1.weight"].shape[0] / embed_dim,
+        mlp_ratio=exact_mlp_ratio(state["blocks.0.mlp.fc1.weight"].shape[0], embed_dim),
         qkv_bias="blocks.0.attn.qkv.bias" in state,
         init_values=1e-5 if "blocks.0.ls1.gamma" in state else None,
     )
-    return {**kwargs, **overrides}
 
 
-def from_pretrained(path_or_hub_id: str | Path, **overrides: Any) -> VisionTransformer:
+# VisionTransformer arguments that fix what the weights compute. An override of one of these that contradicts
+# the checkpoint is an error, never silently applied or ignored; img_size is allowed (positions are resampled).
+_STRUCTURAL = ("patch_size", "in_chans", "num_classes", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias",
+               "pool", "norm_eps", "init_values", "pos_embed")
+
+
+def _merge_overrides(recorded: dict[str, Any], overrides: dict[str, Any], source: Path) -> dict[str, Any]:
+    accepted = set(inspect.signature(VisionTransformer).parameters)
+    unknown = sorted(set(overrides) - accepted)
+    if unknown:
+        raise ValueError(
+            f"from_pretrained got unknown argument(s) {unknown}; VisionTransformer accepts {sorted(accepted)}"
+        )
+    conflicts = [
+        f"{k}={overrides[k]!r} (the checkpoint has {k}={recorded[k]!r})"
+        for k in _STRUCTURAL
+        if k in overrides and k in recorded and not _same(overrides[k], recorded[k])
+    ]
+    if conflicts:
+        raise ValueError(
+            f"{source}: {', '.join(conflicts)}: these weights were trained with the checkpoint's value, so the "
+            f"override would change what they compute. Drop the override, or build a fresh model with "
+            f"vitedu.create_model/VisionTransformer and copy the weights you want"
+        )
+    return {**recorded, **overrides}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9)
+    return a == b
+
+
+def _build(kwargs: dict[str, Any], state: dict[str, Tensor], source: Path, img_size: Any = None) -> VisionTransformer:
+    """Build the model at the checkpoint's resolution and load; for another ``img_size``, resample positions."""
+    if img_size is not None and img_size != kwargs["img_size"]:
+        old = VisionTransformer(**{**kwargs, "depth": 0, "num_classes": 0})  # only its grid is needed
+        new = VisionTransformer(**{**kwargs, "img_size": img_size, "depth": 0, "num_classes": 0})
+        if "pos_embed" in state and not kwargs.get("pos_embed") == "sincos":
+            state = {**state, "pos_embed": resample_pos_embed(
+                state["pos_embed"], new.patch_embed.grid_size, old.patch_embed.grid_size, old.num_prefix_tokens)}
+        kwargs = {**kwargs, "img_size": img_size}
+    try:
+        model = VisionTransformer(**kwargs)
+    except (TypeError, ValueError) as err:  # e.g. num_heads="3", or a width the head count does not divide
+        raise ValueError(f"{source}: cannot build a VisionTransformer from {kwargs}: {err}") from err
+    return load_checked(model, state, source).eval()
+
+
+def from_pretrained(
+    path_or_hub_id: str | Path, *, arch: str | None = None, checkpoint_key: str | None = None, **overrides: Any
+) -> VisionTransformer:
     """Build a VisionTransformer from a checkpoint and load its weights; returns it in eval mode.
 
     Accepts
-    - a Hugging Face ViT directory (``config.json`` + ``model.safetensors`` or ``pytorch_model.bin``),
-    - a Hugging Face hub id such as ``"google/vit-base-patch16-224"`` (downloaded with huggingface_hub),
-    - a timm state_dict file (``.safetensors``, ``.pth``, ``.bin``); its configuration is read from the
-      tensor shapes, and keyword arguments override it (e.g. ``num_heads=``).
-    The model's ``class_names`` holds the checkpoint's label names when it has them.
+    - a Hugging Face ViT directory (``config.json`` + ``model.safetensors`` or ``pytorch_model.bin``), or the
+      weights file inside one (its ``config.json`` is read from beside it),
+    - a timm hub-format directory (``config.json`` naming an ``"architecture"`` + ``model.safetensors``),
+    - a hub id: ``"google/vit-base-patch16-224"`` or ``"timm/vit_base_patch16_224.augreg2_in21k_ft_in1k"``
+      (downloaded with huggingface_hub; a string that looks like a local path is never sent to the hub),
+    - a timm state_dict file (``.safetensors``, ``.pth``, ``.bin``), also wrapped by a training script
+      (``{"model": ...}``, ``{"state_dict": ...}``; ``checkpoint_key="model_ema"`` picks the EMA weights) or saved
+      from DDP (``module.`` prefixes). ``arch`` names its timm architecture (tags allowed); without it the
+      configuration is read from the shapes and the rest assumed, with a warning.
+
+    Keyword arguments are VisionTransformer arguments. Those the checkpoint records (width, depth, heads,
+    classes, ...) may only repeat its values: a contradicting override raises instead of being ignored or
+    changing what the weights compute. ``img_size=`` rebuilds the model for another resolution and resamples
+    the position embeddings (bicubic with antialiasing, as timm). The model's ``class_names`` holds the
+    checkpoint's label names when it has them.
     """
-    path = Path(path_or_hub_id)
+    path = _resolve(path_or_hub_id)
     if path.is_file():
-        state = _read_weights(path)
-        model = VisionTransformer(**_infer_timm_kwargs(state, overrides))
-        model.class_names = None
-        return load_checked(model, state).eval()
-    if not path.is_dir():
-        path = _download(str(path_or_hub_id))
+        config_file = path.parent / "config.json"
+        if path.name in _WEIGHT_NAMES and config_file.is_file():  # the weights file of a hub-style directory
+            return _from_directory(path.parent, arch, overrides, weights=path)
+        return _from_state_dict_file(path, arch, checkpoint_key, overrides)
+    return _from_directory(path, arch, overrides)
+
+
+_WEIGHT_NAMES = ("model.safetensors", "pytorch_model.bin")
+_CHECKPOINT_SUFFIXES = {".pth", ".pt", ".bin", ".safetensors", ".ckpt", ".tar", ".json", ".npz", ".h5", ".pkl"}
+
+
+def _resolve(source: str | Path) -> Path:
+    """An existing local path, or the directory a hub id was downloaded to; "no such file" for local-looking paths."""
+    path = Path(source).expanduser()
+    if path.exists():
+        return path
+    text = str(source)
+    looks_local = (
+        isinstance(source, Path)
+        or text.startswith(("/", "./", "../", "~", "."))
+        or "\\" in text
+        or text.count("/") != 1
+        or path.suffix.lower() in _CHECKPOINT_SUFFIXES
+        or path.parent.is_dir() and str(path.parent) != "."
+    )
+    if looks_local:
+        raise FileNotFoundError(
+            f"no such file or directory: {text!r} (looked in {Path.cwd()}). A hub id has the form "
+            f"'owner/name' (e.g. 'google/vit-base-patch16-224'); this looks like a local path, so the hub was "
+            f"not asked"
+        )
+    return _download(text)
+
+
+def _from_directory(path: Path, arch: str | None, overrides: dict[str, Any], weights: Path | None = None):
     config_file = path / "config.json"
     if not config_file.is_file():
-        raise ValueError(f"{path} is not a Hugging Face model directory: it has no config.json")
-    config = json.loads(config_file.read_text())
-    weights = [path / n for n in ("model.safetensors", "pytorch_model.bin") if (path / n).is_file()]
-    if not weights:
-        raise ValueError(f"{path} has a config.json but no model.safetensors or pytorch_model.bin")
-    model = VisionTransformer(**{**hf_config_to_kwargs(config), **overrides})
-    load_checked(model, convert_hf_state_dict(_read_weights(weights[0])))
+        raise ValueError(f"{path} is not a model directory: it has no config.json (Hugging Face or timm hub format)")
+    config = read_json(config_file)
+    if weights is None:
+        found = [path / n for n in _WEIGHT_NAMES if (path / n).is_file()]
+        if not found:
+            raise ValueError(f"{path} has a config.json but no {' or '.join(_WEIGHT_NAMES)}")
+        weights = found[0]
+    state, _ = read_state_dict(weights)
+    if "architecture" in config:  # timm's hub format
+        return _from_timm_config(config, state, weights, arch, overrides)
+    if "hidden_size" not in config and "model_type" not in config:
+        raise ValueError(
+            f"{config_file} is neither a Hugging Face config (with 'model_type'/'hidden_size') nor timm's hub "
+            f"format (with 'architecture'); its keys: {sorted(config)}"
+        )
+    if arch is not None:
+        raise ValueError(f"arch={arch!r} applies to timm checkpoints; {config_file} is a Hugging Face config")
+    recorded = hf_config_to_kwargs(config)
+    try:
+        state = convert_hf_state_dict(state)
+    except ValueError as err:
+        raise ValueError(f"{weights}: {err}") from err
+    img_size = overrides.pop("img_size", None)
+    model = _build(_merge_overrides(recorded, overrides, weights), state, weights, img_size)
     labels = config.get("id2label") or {}
     model.class_names = [labels[k] for k in sorted(labels, key=int)] if labels else None
-    return model.eval()
+    return model
+
+
+def _from_timm_config(config: dict[str, Any], state: dict[str, Tensor], weights: Path, arch: str | None,
+                      overrides: dict[str, Any]) -> VisionTransformer:
+    _require_types(config, {"architecture": str, "model_args": dict, "pretrained_cfg": dict, "num_classes": int,
+                            "label_names": (list, dict)}, weights.parent / "config.json")
+    input_size = (config.get("pretrained_cfg") or {}).get("input_size")
+    if input_size is not None and not (isinstance(input_size, list) and len(input_size) == 3
+                                       and all(isinstance(n, int) for n in input_size)):
+        raise ValueError(f"{weights.parent / 'config.json'}: pretrained_cfg.input_size should be [channels, "
+                         f"height, width], got {input_size!r}")
+    recorded_arch = config["architecture"]
+    if arch is not None and split_tag(arch)[0] != split_tag(recorded_arch)[0]:
+        raise ValueError(f"arch={arch!r} contradicts the architecture {recorded_arch!r} recorded in {weights.parent}")
+    model_args = dict(config.get("model_args") or {})
+    model_args.setdefault("num_classes", config.get("num_classes", 1000))
+    try:
+        recorded = timm_kwargs(recorded_arch, model_args, config.get("pretrained_cfg"), state)
+    except ValueError as err:
+        raise ValueError(f"{weights.parent}: {err}") from err
+    img_size = overrides.pop("img_size", None)
+    model = _build(_merge_overrides(recorded, overrides, weights), state, weights, img_size)
+    labels = config.get("label_names") or (config.get("pretrained_cfg") or {}).get("label_names")
+    if isinstance(labels, dict):
+        labels = [labels[k] for k in sorted(labels, key=int)]
+    model.class_names = list(labels) if labels and len(labels) == model.num_classes else None
+    return model
+
+
+def _from_state_dict_file(path: Path, arch: str | None, checkpoint_key: str | None,
+                          overrides: dict[str, Any]) -> VisionTransformer:
+    state, extras = read_state_dict(path, checkpoint_key)
+    if any(k.startswith(("embeddings.", "vit.embeddings.", "encoder.layer.")) for k in state):
+        raise ValueError(
+            f"{path} holds a Hugging Face ViT state_dict; its configuration (heads, image size, labels) lives in "
+            f"a config.json beside it. Pass the directory holding both, saved with model.save_pretrained(dir)"
+        )
+    if arch is None and isinstance(extras.get("arch"), str):  # timm's train.py records the architecture
+        arch = extras["arch"]
+    if arch is not None:  # a refused architecture is named as such, with what its name and its keys reveal
+        try:
+            pinned = timm_kwargs(arch, state=state)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
+    reasons = key_reasons(state)
+    if reasons:
+        raise ValueError(
+            f"{path} cannot be loaded exactly: it has {'; '.join(reasons)}, which vitedu's ViT does not implement. "
+            f"Its keys: {_fold(list(state))[:16]}"
+        )
+    shapes = _infer_timm_kwargs(state, path)
+    img_size = overrides.pop("img_size", None)
+    if arch is not None:
+        wrong = [f"{k} {shapes[k]} (a {split_tag(arch)[0]} has {pinned[k]})" for k in ("embed_dim", "patch_size")
+                 if shapes[k] != pinned[k]]
+        if wrong:
+            raise ValueError(f"{path} is not a {split_tag(arch)[0]}: its tensors have {', '.join(wrong)}. Pass the "
+                             f"right arch=, or leave arch out and pass num_heads=")
+        # The tensors decide what they record (depth, classes, resolution may differ from the architecture's
+        # defaults, as with timm.create_model(arch, num_classes=...)); the architecture decides the rest.
+        recorded = {**pinned, **shapes}
+    else:
+        recorded = dict(shapes)
+        assumed = ["exact GELU", "pre-norm blocks", "LayerNorm eps 1e-6",
+                   "[CLS] pooling" if shapes["pool"] == "cls" else "mean pooling with the final LayerNorm after it"]
+        if "num_heads" not in overrides:
+            if shapes["embed_dim"] not in _KNOWN_HEADS:
+                raise ValueError(
+                    f"{path} does not record the number of heads, and width {shapes['embed_dim']} is not one of "
+                    f"timm's standard ViTs; pass num_heads=... or the timm architecture, arch='...'"
+                )
+            recorded["num_heads"] = _KNOWN_HEADS[shapes["embed_dim"]]
+            assumed.insert(0, f"num_heads={recorded['num_heads']} (timm's usual count for width {shapes['embed_dim']})")
+        warnings.warn(
+            f"{path} is a bare state_dict: it does not record the number of heads, the activation, the pooling or "
+            f"where the LayerNorms sit. vitedu assumed {', '.join(assumed)}, as in timm's plain ViT. If the model "
+            f"differs, the logits will too: pass arch='<timm architecture>' (e.g. arch='vit_small_patch16_224') "
+            f"to pin these down and silence this warning",
+            UserWarning,
+            stacklevel=3,
+        )
+    model = _build(_merge_overrides(recorded, overrides, path), state, path, img_size)
+    model.class_names = None
+    return model
 
 
 def _download(hub_id: str) -> Path:
@@ -187,17 +439,22 @@ def _download(hub_id: str) -> Path:
     safetensors is preferred; the pickled ``pytorch_model.bin`` is fetched only when a repository has no
     ``model.safetensors`` (many ship both: downloading both would double the size).
     """
-    if hub_id.count("/") != 1:
-        raise ValueError(
-            f"{hub_id!r} is neither an existing file or directory nor a hub id like 'google/vit-base-patch16-224'"
-        )
     try:
         from huggingface_hub import hf_hub_download, list_repo_files
     except ImportError as err:
         raise ImportError("downloading from the hub needs huggingface_hub: pip install huggingface_hub") from err
-    available = set(list_repo_files(hub_id))
-    weights = next((n for n in ("model.safetensors", "pytorch_model.bin") if n in available), None)
-    if "config.json" not in available or weights is None:
-        raise ValueError(f"hub repository {hub_id!r} has no config.json with model.safetensors/pytorch_model.bin")
-    hf_hub_download(hub_id, weights)
-    return Path(hf_hub_download(hub_id, "config.json")).parent
+    try:
+        available = set(list_repo_files(hub_id))
+        weights = next((n for n in _WEIGHT_NAMES if n in available), None)
+        if "config.json" not in available or weights is None:
+            raise ValueError(f"hub repository {hub_id!r} has no config.json with model.safetensors/pytorch_model.bin")
+        hf_hub_download(hub_id, weights)
+        return Path(hf_hub_download(hub_id, "config.json")).parent
+    except ValueError:
+        raise
+    except Exception as err:  # no connection, no such repository, a gated model, ...
+        raise OSError(f"could not fetch {hub_id!r} from the Hugging Face hub ({type(err).__name__}: {err})") from err
+
+
+__all__ = ["TIMM_ARCHITECTURES", "convert_hf_state_dict", "exact_mlp_ratio", "from_pretrained", "hf_config_to_kwargs",
+           "load_checked"]

@@ -27,6 +27,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from . import cluttered as C
 from . import data as D
 from .models import create_model
 from .utils import count_parameters, get_device, seed_everything
@@ -71,6 +72,12 @@ PRESETS: dict[str, TrainConfig] = {
         model="vit_digits_patch4_8",
         epochs=100, batch_size=32, lr=2e-3, warmup_epochs=3, weight_decay=0.05, label_smoothing=0.1,
         augment="digits", teacher_epochs=20, distill_alpha=0.7, distill_temperature=4.0,
+    ),
+    # One digit among clutter on a 32x32 canvas (vitedu.cluttered): attention has to find it. Fresh canvases every
+    # epoch (10,000 each); chosen on the validation canvases (see the README's val log).
+    "cluttered_digits": TrainConfig(
+        dataset="cluttered_digits", model="vit_cluttered_digits", epochs=12, batch_size=32, lr=2e-3,
+        warmup_epochs=0.5, weight_decay=0.05, label_smoothing=0.1, augment="none",
     ),
     # Target >= 90 % from scratch on one GPU; not measured here (no internet on the build machine).
     "cifar10": TrainConfig(
@@ -159,12 +166,14 @@ def amp_dtype(device: torch.device) -> Optional[torch.dtype]:
 
 def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.TensorLoader]:
     """Train (shuffled, augmented), val and test loaders for ``config.dataset``."""
+    if config.dataset == "cluttered_digits":
+        return cluttered_loaders(config, device)
     if config.dataset == "digits":
         splits, mean, std, max_value = D.load_digits(), D.DIGITS_MEAN, D.DIGITS_STD, D.DIGITS_MAX
     elif config.dataset == "cifar10":
         splits, mean, std, max_value = D.load_cifar10(config.data_root), D.CIFAR10_MEAN, D.CIFAR10_STD, 255
     else:
-        raise ValueError(f"unknown dataset {config.dataset!r}; choose 'digits' or 'cifar10'")
+        raise ValueError(f"unknown dataset {config.dataset!r}; choose 'digits', 'cluttered_digits' or 'cifar10'")
     if config.augment not in D.AUGMENTATIONS:
         raise ValueError(f"unknown augment {config.augment!r}; choose from {sorted(D.AUGMENTATIONS)}")
     train = splits["train"]
@@ -182,6 +191,23 @@ def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.Tenso
                                 seed=config.seed, **common),
         "val": D.TensorLoader(*splits["val"], 500, **common),
         "test": D.TensorLoader(*splits["test"], 500, **common),
+    }
+
+
+def cluttered_loaders(config: TrainConfig, device: torch.device) -> dict[str, Any]:
+    """Cluttered digits: fresh training canvases every epoch, fixed val and test canvases (vitedu.cluttered)."""
+    if config.train_fraction != 1 or config.augment != "none":
+        raise ValueError("cluttered_digits draws new canvases every epoch (its own augmentation): use "
+                         f"augment='none' and train_fraction=1, got {config.augment!r} and {config.train_fraction}")
+    splits = D.load_digits()
+    train = splits["train"]
+    if config.train_on_val:
+        train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
+    common = dict(mean=C.CLUTTERED_MEAN, std=C.CLUTTERED_STD, device=device)
+    fixed = {name: C.load_cluttered_digits(name)[:2] for name in ("val", "test")}
+    return {
+        "train": C.ClutteredLoader(*train, C.CLUTTERED_SIZES["train"], config.batch_size, seed=config.seed, **common),
+        **{name: D.TensorLoader(*fixed[name], 500, max_value=1.0, **common) for name in fixed},
     }
 
 
@@ -454,7 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m vitedu.train", description="Train a Vision Transformer from scratch. Options not given "
         "come from the dataset's preset (vitedu.train.PRESETS). The last line printed is the test accuracy.")
     p.add_argument("--dataset", choices=sorted(PRESETS), default="digits",
-                   help="digits: 1,797 8x8 digits shipped with vitedu (offline); cifar10: downloaded once")
+                   help="digits: 1,797 8x8 digits shipped with vitedu (offline); cluttered_digits: one of those "
+                   "digits on a 32x32 canvas among clutter (offline); cifar10: downloaded once")
     p.add_argument("--epochs", type=int, help="passes over the training set")
     p.add_argument("--out", help="folder for checkpoints (model.safetensors, optimizer.safetensors, "
                    "train_state.json), written after every epoch; default: none are written")
@@ -475,6 +502,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-root", help="where CIFAR-10 is downloaded and cached (default: ./data)")
     p.add_argument("--device", help="cpu, cuda or mps (default: the best available)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--save-weights", help="also write the final model's weights to this safetensors file, with the "
+                   "config and the val/test accuracy as metadata (how `make weights` makes the shipped models)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="show a progress bar (default: only when writing to a terminal)")
     return p
@@ -497,8 +526,24 @@ def main(argv: Optional[list[str]] = None) -> float:
     result = fit(config, out=args.out, resume=args.resume, device=args.device, progress=args.progress)
     print(f"{sum(p.numel() for p in result.model.parameters()):,} parameters, "
           f"{time.perf_counter() - start:.0f} s wall time")
+    if args.save_weights:
+        save_weights(args.save_weights, result)
+        print(f"weights written to {args.save_weights}")
     print(f"test accuracy: {result.test_acc:.4f}")
     return result.test_acc
+
+
+def save_weights(path: str | os.PathLike, result: Result) -> None:
+    """Write a trained model for shipping: weights only (no optimizer), the recipe and accuracies as metadata.
+
+    ``vitedu.create_model(result.config.model, pretrained=True)`` loads such a file once it is listed in
+    ``vitedu.models.SHIPPED_WEIGHTS``; ``vitedu.models.shipped_metadata`` reads the metadata back.
+    """
+    weights = {k: v.detach().cpu().contiguous() for k, v in result.model.state_dict().items()}
+    meta = {"model": result.config.model, "config": json.dumps(asdict(result.config)),
+            "val_acc": f"{result.history.val_acc[-1]:.4f}", "test_acc": f"{result.test_acc:.4f}"}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _atomic(Path(path), lambda p: save_file(weights, str(p), metadata=meta))
 
 
 if __name__ == "__main__":

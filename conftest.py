@@ -1,0 +1,37 @@
+"""What `pytest --nbval`, run from the repository root with no other flag, checks.
+
+pyproject.toml's `testpaths` is ["tests", "notebooks"], so plain `pytest` runs the unit and book tests,
+and `pytest --nbval` also re-executes every chapter notebook and every assignment *source* notebook and
+compares each cell's output with the stored one. For that run this file supplies what nbval would
+otherwise need on the command line:
+- `--nbval-current-env`: the kernel is this environment's Python (the one with vitedu and its pins), not
+  whatever kernel name a notebook happens to store;
+- `--nbval-sanitize-with tests/nbval_sanitize.cfg`: memory addresses and figure sizes are masked.
+Flags given on the command line win (e.g. `--nbval-kernel-name`, another sanitize file).
+
+The student releases (notebooks/assignments/release) are generated from the sources with the
+solutions removed, so they cannot pass nbval: tests/test_assignments.py checks them instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
+
+# Relative to this file. _build/jupyter_execute holds copies of the notebooks made by the book build.
+collect_ignore = ["notebooks/assignments/release", "_build"]
+
+
+@pytest.hookimpl(trylast=True)  # after nbval's own pytest_configure has resolved its deprecated aliases
+def pytest_configure(config: pytest.Config) -> None:
+    option = config.option
+    if not (getattr(option, "nbval", False) or getattr(option, "nbval_lax", False)):
+        return
+    if option.nbval_sanitize_with is None:
+        option.nbval_sanitize_with = str(SANITIZE)
+    if not option.nbval_kernel_name:
+        option.nbval_current_env = True

@@ -1,0 +1,123 @@
+"""vitedu.cluttered: the cluttered-digits task (shapes, seeding, boxes, split isolation, errors)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from vitedu import cluttered as C
+from vitedu import data as D
+
+
+def test_shapes_dtypes_and_range():
+    images, labels, boxes = C.load_cluttered_digits("val", num_images=50)
+    assert images.shape == (50, 1, C.CANVAS_SIZE, C.CANVAS_SIZE) and images.dtype == torch.float32
+    assert labels.shape == (50,) and labels.dtype == torch.int64
+    assert boxes.shape == (50, 4) and boxes.dtype == torch.int64
+    assert images.min() >= 0 and images.max() <= 1
+    assert set(labels.tolist()) <= set(range(10))
+    assert [len(C.load_cluttered_digits(s)[1]) for s in ("train", "val", "test")] == list(C.CLUTTERED_SIZES.values())
+
+
+def test_seeded_and_deterministic():
+    a = C.load_cluttered_digits("test", num_images=20)
+    b = C.load_cluttered_digits("test", num_images=20)
+    c = C.load_cluttered_digits("test", num_images=20, seed=1)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], c[0])
+
+
+def test_digit_is_whole_inside_its_box_and_box_is_tight():
+    digits, labels = D.load_digits()["val"]
+    pool = digits.float() / D.DIGITS_MAX
+    images, canvas_labels, boxes = C.make_cluttered(pool, labels, 200, torch.Generator().manual_seed(0),
+                                                    num_fragments=0)
+    ink = images[:, 0] > 0  # (N, S, S): without clutter, all ink is the digit's
+    for i in range(len(images)):
+        top, left, height, width = boxes[i].tolist()
+        assert ink[i].sum() == ink[i, top : top + height, left : left + width].sum()  # all ink inside the box
+        window = ink[i, top : top + height, left : left + width]
+        assert window[0].any() and window[-1].any() and window[:, 0].any() and window[:, -1].any()  # tight
+    # With clutter, the canvas inside the box is exactly a digit of the right class: clutter never overlaps it.
+    images, canvas_labels, boxes = C.make_cluttered(pool, labels, 200, torch.Generator().manual_seed(0))
+    crops = {pool[j, 0][tight_box(pool[j])].numpy().tobytes(): int(labels[j]) for j in range(len(pool))}
+    for i in range(len(images)):
+        top, left, height, width = boxes[i].tolist()
+        crop = images[i, 0, top : top + height, left : left + width]
+        assert crops[crop.numpy().tobytes()] == canvas_labels[i]
+
+
+def tight_box(digit: torch.Tensor) -> tuple[slice, slice]:
+    """The tight ink box of one (1, 8, 8) digit, by plain Python loops (an independent reference)."""
+    rows = [r for r in range(8) if digit[0, r].any()]
+    cols = [c for c in range(8) if digit[0, :, c].any()]
+    return slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1)
+
+
+def test_ink_boxes_hand_computed():
+    x = torch.zeros(2, 1, 8, 8)
+    x[0, 0, 2, 3] = 1
+    x[0, 0, 5, 6] = 0.5
+    assert C.ink_boxes(x).tolist() == [[2, 3, 4, 4], [0, 0, 0, 0]]
+
+
+def test_splits_are_isolated():
+    # The digit of every train canvas is a train digit, never a test digit (clutter: see the next test, and
+    # load_cluttered_digits draws both from the one split's pool).
+    splits = D.load_digits()
+
+    def crops(name):
+        pool = splits[name][0].float() / D.DIGITS_MAX
+        return {pool[j, 0][tight_box(pool[j])].numpy().tobytes() for j in range(len(pool))}
+
+    train_crops, test_crops = crops("train"), crops("test")
+    images, _, boxes = C.load_cluttered_digits("train", num_images=300)
+    for i in range(len(images)):
+        top, left, height, width = boxes[i].tolist()
+        crop = images[i, 0, top : top + height, left : left + width].numpy().tobytes()
+        assert crop in train_crops and crop not in test_crops
+
+
+def test_clutter_comes_from_the_same_split():
+    # A pool of two digits: clutter of canvases showing digit 0 can only be cut from digit 1.
+    pool = torch.zeros(2, 1, 8, 8)
+    pool[0, 0, 2:6, 2:6] = 0.25
+    pool[1] = 1.0
+    images, labels, boxes = C.make_cluttered(pool, torch.tensor([3, 7]), 40, torch.Generator().manual_seed(1))
+    values = set(images.unique().tolist())
+    assert values <= {0.0, 0.25, 1.0}
+    for i in range(40):
+        top, left, height, width = boxes[i].tolist()
+        inside = images[i, 0, top : top + height, left : left + width]
+        assert (inside == (0.25 if labels[i] == 3 else 1.0)).all()
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(canvas_size=12), dict(fragment_size=0), dict(fragment_size=9), dict(num_fragments=-1),
+    dict(position_step=0),
+])
+def test_bad_arguments_raise_helpful_errors(kwargs):
+    with pytest.raises(ValueError, match="got|canvas"):
+        C.load_cluttered_digits("val", num_images=4, **kwargs)
+
+
+def test_bad_split_raises():
+    with pytest.raises(ValueError, match="split must be one of"):
+        C.load_cluttered_digits("validation")
+
+
+def test_normalisation_constants_match_training_canvases():
+    images, _, _ = C.load_cluttered_digits("train")
+    assert images.mean().item() == pytest.approx(C.CLUTTERED_MEAN[0], abs=2e-3)
+    assert images.std().item() == pytest.approx(C.CLUTTERED_STD[0], abs=2e-3)
+
+
+def test_loader_draws_fresh_canvases_each_epoch_and_is_seeded():
+    digits, labels = D.load_digits()["train"]
+    loader = C.ClutteredLoader(digits, labels, 100, 32)
+    first = torch.cat([x for x, _ in loader])
+    again = torch.cat([x for x, _ in loader])
+    loader.set_epoch(1)
+    second = torch.cat([x for x, _ in loader])
+    assert len(loader) == 4 and first.shape == (100, 1, C.CANVAS_SIZE, C.CANVAS_SIZE)
+    assert torch.equal(first, again) and not torch.equal(first, second)

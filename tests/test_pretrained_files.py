@@ -1,0 +1,265 @@
+"""from_pretrained on the files users actually have: broken files, local paths vs hub ids, training-script
+wrappers, a Hugging Face weights file passed directly, odd MLP widths; the resolution caveat; the README table."""
+
+import json
+import pathlib
+import time
+import warnings
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import vitedu
+from vitedu import pretrained
+from vitedu.pretrained import exact_mlp_ratio, from_pretrained
+from vitedu.timm_configs import support_table
+
+transformers = pytest.importorskip("transformers", reason="transformers is a test dependency")
+SMALL = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5)
+HF = dict(image_size=32, patch_size=8, num_channels=3, hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
+          intermediate_size=96, num_labels=5)
+IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+
+
+@pytest.fixture
+def vit():
+    return vitedu.VisionTransformer(**SMALL).eval()
+
+
+def _load_quietly(path, **kwargs):
+    with pytest.warns(UserWarning, match="bare state_dict"):  # width 48 records no heads: passed explicitly
+        return from_pretrained(path, num_heads=3, **kwargs)
+
+
+def _hf_dir(tmp_path, **config):
+    torch.manual_seed(0)
+    model = transformers.ViTForImageClassification(transformers.ViTConfig(**config)).eval()
+    model.save_pretrained(tmp_path)
+    return model
+
+
+# ---- broken files: one ValueError naming the file ----
+
+def _zero(path):
+    path.write_bytes(b"")
+
+
+def _truncated(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _corrupt(path):
+    path.write_bytes(bytes(range(256)) * 8)
+
+
+@pytest.mark.parametrize("damage", [_zero, _truncated, _corrupt], ids=["zero-byte", "truncated", "corrupt"])
+@pytest.mark.parametrize("suffix", [".pth", ".safetensors"])
+def test_broken_weights_file(tmp_path, vit, damage, suffix):
+    path = tmp_path / f"vit{suffix}"
+    save_file(vit.state_dict(), path) if suffix == ".safetensors" else torch.save(vit.state_dict(), path)
+    damage(path)
+    with pytest.raises(ValueError, match="empty|truncated or corrupt") as err:
+        from_pretrained(path, num_heads=3)
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("content", [b"", b'{"architecture": "vit_', b"[1, 2]", b"\xff\xfe\x00garbage"],
+                         ids=["zero-byte", "truncated", "not-an-object", "binary"])
+def test_broken_config_json(tmp_path, content):
+    _hf_dir(tmp_path, **HF)
+    config = tmp_path / "config.json"
+    config.write_bytes(content)
+    with pytest.raises(ValueError, match="JSON") as err:
+        from_pretrained(tmp_path)
+    assert str(config) in str(err.value)
+
+
+def test_pickled_file_that_is_not_a_state_dict(tmp_path):
+    path = tmp_path / "list.pth"
+    torch.save([torch.zeros(1)], path)
+    with pytest.raises(ValueError, match="holds a list, not a dict of tensors"):
+        from_pretrained(path)
+
+
+# ---- local paths are never sent to the hub ----
+
+@pytest.mark.parametrize("name", ["runs/vit.pth", "vit.safetensors", "./runs/vit", "runs/a/b", "~/nope/x.pth"])
+def test_missing_local_path_fails_at_once(monkeypatch, name):
+    def no_hub(hub_id):
+        raise AssertionError(f"the hub was asked for {hub_id!r}")
+
+    monkeypatch.setattr(pretrained, "_download", no_hub)
+    start = time.perf_counter()
+    with pytest.raises(FileNotFoundError, match="no such file or directory"):
+        from_pretrained(name)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_missing_path_object_and_existing_parent(monkeypatch, tmp_path):
+    monkeypatch.setattr(pretrained, "_download", lambda hub_id: pytest.fail("the hub was asked"))
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        from_pretrained(tmp_path / "missing")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(FileNotFoundError, match="no such file"):  # 'runs/vit' has the form of a hub id
+        from_pretrained("runs/vit")
+
+
+@pytest.mark.parametrize("hub_id", ["google/vit-base-patch16-224", "timm/vit_base_patch16_224.augreg2_in21k_ft_in1k"])
+def test_hub_ids_go_to_the_hub(monkeypatch, hub_id):
+    asked = []
+
+    def fake_download(name):
+        asked.append(name)
+        raise OSError("offline")
+
+    monkeypatch.setattr(pretrained, "_download", fake_download)
+    with pytest.raises(OSError, match="offline"):
+        from_pretrained(hub_id)
+    assert asked == [hub_id]
+
+
+# ---- training-script wrappers and prefixes ----
+
+@pytest.mark.parametrize("wrap", [
+    lambda s: {"state_dict": s, "epoch": 3, "optimizer": {"lr": 0.1}},
+    lambda s: {"model": s, "args": {"lr": 0.1}},
+    lambda s: {"model_ema": s},
+    lambda s: {f"module.{k}": v for k, v in s.items()},
+    lambda s: {"model": {f"module.{k}": v for k, v in s.items()}},
+    lambda s: {f"_orig_mod.{k}": v for k, v in s.items()},
+], ids=["state_dict", "model", "model_ema", "ddp-prefix", "model+ddp", "torch.compile"])
+def test_wrappers_and_prefixes_are_unwrapped(tmp_path, vit, wrap):
+    path = tmp_path / "ckpt.pth"
+    torch.save(wrap(vit.state_dict()), path)
+    torch.testing.assert_close(_load_quietly(path)(IMAGES), vit(IMAGES), rtol=0, atol=0)
+
+
+def test_model_and_ema_must_be_chosen(tmp_path, vit):
+    ema = vitedu.VisionTransformer(**SMALL).eval()
+    path = tmp_path / "ckpt.pth"
+    torch.save({"model": vit.state_dict(), "model_ema": ema.state_dict(), "epoch": 9}, path)
+    with pytest.raises(ValueError, match=r"several sets of weights \['model', 'model_ema'\].*checkpoint_key="):
+        from_pretrained(path, num_heads=3)
+    torch.testing.assert_close(_load_quietly(path, checkpoint_key="model_ema")(IMAGES), ema(IMAGES))
+    with pytest.raises(ValueError, match="no state_dict under 'ema'"):
+        from_pretrained(path, num_heads=3, checkpoint_key="ema")
+
+
+def test_unknown_wrapper_is_named(tmp_path, vit):
+    path = tmp_path / "ckpt.pth"
+    torch.save({"weights": vit.state_dict(), "step": 5}, path)
+    with pytest.raises(ValueError, match=r"its entries: \{'weights': '\w*[dD]ict', 'step': 'int'\}"):
+        from_pretrained(path)
+
+
+def test_timm_train_checkpoint_records_its_arch(tmp_path):
+    """timm's train.py saves {"arch": ..., "state_dict": ...}: the name pins the model, no warning."""
+    model = vitedu.create_model("vit_tiny_patch16_224", depth=1, img_size=32, num_classes=5).eval()
+    path = tmp_path / "checkpoint-9.pth.tar"
+    torch.save({"arch": "vit_tiny_patch16_224", "epoch": 9, "state_dict": model.state_dict()}, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = from_pretrained(path)
+    torch.testing.assert_close(ours(IMAGES), model(IMAGES), rtol=0, atol=0)
+
+
+# ---- Hugging Face weights passed directly ----
+
+def test_hf_model_safetensors_passed_directly(tmp_path):
+    theirs = _hf_dir(tmp_path, **HF)
+    ours = from_pretrained(tmp_path / "model.safetensors")  # its config.json is beside it
+    with torch.no_grad():
+        torch.testing.assert_close(ours(IMAGES), theirs(pixel_values=IMAGES).logits, atol=1e-5, rtol=1e-5)
+    moved = tmp_path / "elsewhere.safetensors"
+    (tmp_path / "model.safetensors").rename(moved)
+    with pytest.raises(ValueError, match="Hugging Face ViT state_dict.*Pass the directory"):
+        from_pretrained(moved)
+
+
+@pytest.mark.parametrize("intermediate", [201, 240, 490])
+def test_hf_mlp_width_is_carried_exactly(tmp_path, intermediate):
+    theirs = _hf_dir(tmp_path, **{**HF, "hidden_size": 100, "num_attention_heads": 4,
+                                  "intermediate_size": intermediate})
+    ours = from_pretrained(tmp_path)
+    assert ours.blocks[0].mlp.fc1.out_features == intermediate
+    with torch.no_grad():
+        torch.testing.assert_close(ours(IMAGES), theirs(pixel_values=IMAGES).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_exact_mlp_ratio():
+    assert int(100 * (201 / 100)) == 200  # the rounding trap
+    for dim in (48, 100, 384, 1408):
+        for hidden in range(dim, 6 * dim, 7):
+            assert int(dim * exact_mlp_ratio(hidden, dim)) == hidden
+
+
+def test_hf_config_missing_fields_is_a_value_error(tmp_path):
+    _hf_dir(tmp_path, **HF)
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["hidden_size"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="needs \\['hidden_size'\\]"):
+        from_pretrained(tmp_path)
+
+
+# ---- resolution: antialiased resampling (timm) vs transformers' interpolate_pos_encoding ----
+
+def test_resampling_differs_from_transformers_by_the_documented_amount():
+    from transformers.models.vit.modeling_vit import ViTEmbeddings
+
+    config = transformers.ViTConfig(image_size=224, patch_size=16, hidden_size=48)
+    embeddings = ViTEmbeddings(config)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        embeddings.position_embeddings.copy_(torch.randn_like(embeddings.position_embeddings) * 0.02)
+    table = embeddings.position_embeddings.detach()
+    gaps = {}
+    for size in (384, 160):
+        grid = size // 16
+        with torch.no_grad():
+            theirs = embeddings.interpolate_pos_encoding(torch.zeros(1, grid * grid + 1, 48), size, size)
+        ours = vitedu.resample_pos_embed(table, grid, 14, num_prefix_tokens=1)
+        gaps[size] = (theirs - ours).abs().mean().item()
+    assert 5e-4 < gaps[384] < 2e-3, gaps  # "about 1e-3", as vitedu.pretrained's docstring says
+    assert 3e-3 < gaps[160] < 1.2e-2, gaps  # "about 6e-3"
+
+
+# ---- the README's table is the tested one ----
+
+def test_readme_table_is_generated_from_the_tested_families():
+    readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert support_table() in readme, "regenerate it with: python tools/checkpoint_table.py"
+
+
+# ---- never a raw KeyError/TypeError/IndexError ----
+
+def test_every_damaged_tensor_gives_a_value_error(tmp_path, vit):
+    """Drop each tensor, or give it a wrong number of axes: always a ValueError naming the file."""
+    path = tmp_path / "damaged.safetensors"
+    state = vit.state_dict()
+    for key in state:
+        for damaged in ({k: v for k, v in state.items() if k != key},
+                        *({**state, key: bad} for bad in (torch.zeros(()), torch.zeros(1), torch.zeros(2, 3, 4, 5)))):
+            save_file(damaged, path)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with pytest.raises(ValueError, match=str(path)):
+                    from_pretrained(path, num_heads=3)
+
+
+@pytest.mark.parametrize("config, field", [
+    ({"architecture": 5}, "architecture=5"),
+    ({"architecture": "vit_tiny_patch16_224", "model_args": [1]}, "model_args"),
+    ({"architecture": "vit_tiny_patch16_224", "pretrained_cfg": {"input_size": 7}}, "input_size"),
+    ({"architecture": "vit_tiny_patch16_224", "num_classes": "x"}, "num_classes"),
+    ({"model_type": "vit", "hidden_size": "a", "num_hidden_layers": 1, "num_attention_heads": 3}, "hidden_size"),
+    ({"model_type": "vit", "hidden_size": 48, "num_hidden_layers": 1, "num_attention_heads": 3, "id2label": 5},
+     "id2label"),
+])
+def test_config_fields_of_the_wrong_type(tmp_path, vit, config, field):
+    save_file(vit.state_dict(), tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=field):
+        from_pretrained(tmp_path)

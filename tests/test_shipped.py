@@ -1,0 +1,61 @@
+"""Trained weights shipped inside vitedu: create_model(name, pretrained=True)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import vitedu
+from vitedu import cluttered as C
+from vitedu.models import MODEL_CONFIGS, SHIPPED_WEIGHTS, load_shipped_weights, shipped_metadata
+
+
+def test_every_shipped_name_is_a_registered_model_and_file_is_small():
+    from importlib import resources
+
+    for name, filename in SHIPPED_WEIGHTS.items():
+        assert name in MODEL_CONFIGS
+        path = resources.files("vitedu").joinpath("assets", filename)
+        assert path.is_file() and len(path.read_bytes()) < 4_000_000  # a few MB at most, shipped in the wheel
+
+
+def test_shipped_weights_load_into_the_registered_architecture():
+    model = vitedu.create_model("vit_cluttered_digits", pretrained=True)
+    fresh = vitedu.create_model("vit_cluttered_digits")
+    state = load_shipped_weights("vit_cluttered_digits")
+    assert {k: v.shape for k, v in state.items()} == {k: v.shape for k, v in fresh.state_dict().items()}
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())  # the weights, not a fresh init
+    assert not torch.equal(model.pos_embed, fresh.pos_embed)
+    meta = shipped_metadata("vit_cluttered_digits")
+    assert meta["model"] == "vit_cluttered_digits" and json.loads(meta["config"])["dataset"] == "cluttered_digits"
+
+
+def test_pretrained_without_shipped_weights_explains():
+    with pytest.raises(ValueError, match="no trained weights are shipped.*vit_cluttered_digits"):
+        vitedu.create_model("vit_tiny_patch16_224", pretrained=True)
+    with pytest.raises(ValueError, match="does not match"):  # an architecture change cannot take the weights
+        vitedu.create_model("vit_cluttered_digits", pretrained=True, depth=2)
+
+
+def _shipped_test_accuracy() -> float:
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    model = vitedu.create_model("vit_cluttered_digits", pretrained=True).eval()
+    images, labels, _ = C.load_cluttered_digits("test")  # (2000, 1, 32, 32), the fixed test canvases
+    x = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    with torch.no_grad():
+        acc = (torch.cat([model(b).argmax(-1) for b in x.split(500)]) == labels).float().mean().item()
+    return acc
+
+
+@pytest.mark.slow
+def test_shipped_model_reaches_its_stated_test_accuracy():
+    stated = float(shipped_metadata("vit_cluttered_digits")["test_acc"])
+    assert _shipped_test_accuracy() == pytest.approx(stated, abs=1e-3)  # the file's own claim, re-measured
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 10's 95 % target is not met yet: the shipped ViT reaches 93.2 % test")
+def test_shipped_model_reaches_the_issue_target():
+    assert _shipped_test_accuracy() >= 0.95  # strict: passing it turns this xfail red, so the marker must go

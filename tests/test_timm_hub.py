@@ -1,0 +1,225 @@
+"""timm checkpoints, checked against timm itself: each family of ``vitedu.timm_configs.FAMILIES`` is built with
+timm (small width and depth), saved in timm's hub format (config.json + model.safetensors, by timm's own
+``save_for_hf``) and as a bare state_dict, and must load with identical logits or be refused with its reason."""
+
+import json
+import warnings
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from timm_reference import import_timm
+
+from vitedu.pretrained import from_pretrained
+from vitedu.timm_configs import FAMILIES, TIMM_ARCHITECTURES
+
+timm = import_timm()
+if timm is None:
+    pytest.skip("timm is not installed", allow_module_level=True)
+from timm.models._hub import save_for_hf  # noqa: E402
+
+SMALL = dict(img_size=32, patch_size=8, depth=2, embed_dim=48, num_heads=3, num_classes=5)
+IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+
+
+def _timm_model(name: str, **kwargs):
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False, **{**SMALL, **kwargs}).eval()
+    with torch.no_grad():  # timm initialises LayerNorms to (1, 0) and LayerScale to 1e-5: randomise everything
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    return model
+
+
+def _hub_dir(model, path):
+    save_for_hf(model, path, safe_serialization=True)  # what timm's push_to_hub uploads
+    return path
+
+
+def _assert_identical(ours, theirs, images=IMAGES):
+    with torch.no_grad():
+        diff = (ours(images) - theirs(images)).abs().max().item()
+    assert diff <= 1e-5, f"max abs logit difference {diff:.2e}"
+
+
+@pytest.mark.parametrize("family, arch, exact, lacks", FAMILIES, ids=[f[1] for f in FAMILIES])
+def test_timm_hub_directory(tmp_path, family, arch, exact, lacks):
+    theirs = _timm_model(arch)
+    path = _hub_dir(theirs, tmp_path)
+    assert json.loads((path / "config.json").read_text())["architecture"] == arch
+    if exact:
+        _assert_identical(from_pretrained(path), theirs)
+    else:
+        with pytest.raises(ValueError, match=lacks) as err:
+            from_pretrained(path)
+        assert arch in str(err.value) and str(path) in str(err.value)
+
+
+@pytest.mark.parametrize("family, arch, exact, lacks", [
+    pytest.param(*f, marks=pytest.mark.slow) if "giant" in f[1] else f for f in FAMILIES  # builds a 1408-wide block
+], ids=[f[1] for f in FAMILIES])
+def test_bare_state_dict_pinned_by_arch(tmp_path, family, arch, exact, lacks):
+    path = tmp_path / "weights.safetensors"
+    if exact:  # the architecture's own width and patch size (arch= checks them), one block, a 2x2 patch grid
+        patch = TIMM_ARCHITECTURES[arch]["patch_size"]
+        theirs = timm.create_model(arch, pretrained=False, depth=1, img_size=2 * patch, num_classes=5).eval()
+        save_file(theirs.state_dict(), path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # arch= pins everything: no assumption, no warning
+            ours = from_pretrained(path, arch=arch)
+        _assert_identical(ours, theirs, torch.randn(2, 3, 2 * patch, 2 * patch))
+    else:
+        save_file(_timm_model(arch).state_dict(), path)
+        with pytest.raises(ValueError, match=lacks):
+            from_pretrained(path, arch=arch)
+
+
+def test_post_norm_cannot_be_seen_in_the_tensors(tmp_path):
+    """A post-norm ViT has the same keys as a pre-norm one: unpinned, vitedu must say what it assumed."""
+    theirs = _timm_model("vit_base_patch16_rpn_224")
+    path = tmp_path / "rpn.safetensors"
+    save_file(theirs.state_dict(), path)
+    with pytest.warns(UserWarning, match="pre-norm blocks") as record:
+        ours = from_pretrained(path, num_heads=3)
+    assert "arch=" in str(record[0].message)
+    with torch.no_grad():
+        assert (ours(IMAGES) - theirs(IMAGES)).abs().max() > 1e-3  # exactly why the warning is needed
+    with pytest.raises(ValueError, match="post-norm"):
+        from_pretrained(path, arch="vit_base_patch16_rpn_224")
+
+
+def test_pretrained_tag_in_hub_config_and_arch(tmp_path):
+    theirs = _timm_model("vit_base_patch16_224.augreg2_in21k_ft_in1k")
+    path = _hub_dir(theirs, tmp_path / "hub")
+    config = json.loads((path / "config.json").read_text())
+    assert config["pretrained_cfg"]["tag"] == "augreg2_in21k_ft_in1k"
+    _assert_identical(from_pretrained(path), theirs)
+    _assert_identical(from_pretrained(path, arch="vit_base_patch16_224.augreg2_in21k_ft_in1k"), theirs)
+    with pytest.raises(ValueError, match="contradicts the architecture"):
+        from_pretrained(path, arch="vit_small_patch16_224")
+    small = timm.create_model("vit_base_patch16_224", depth=1, img_size=32, num_classes=5).eval()
+    save_file(small.state_dict(), tmp_path / "bare.safetensors")
+    ours = from_pretrained(tmp_path / "bare.safetensors", arch="timm/vit_base_patch16_224.augreg2_in21k_ft_in1k")
+    _assert_identical(ours, small)
+
+
+def test_hub_label_names_become_class_names(tmp_path):
+    theirs = _timm_model("vit_small_patch16_224")
+    names = ["cat", "dog", "owl", "fox", "elk"]
+    save_for_hf(theirs, tmp_path, model_config={"label_names": names}, safe_serialization=True)
+    assert from_pretrained(tmp_path).class_names == names
+
+
+def test_model_args_vitedu_lacks_are_refused(tmp_path):
+    path = _hub_dir(_timm_model("vit_small_patch16_224"), tmp_path)
+    config = json.loads((path / "config.json").read_text())
+    config["model_args"]["qk_norm"] = True
+    (path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="qk_norm=True"):
+        from_pretrained(path)
+
+
+@pytest.mark.slow  # the full 12-block ViT-Ti: the architecture's own depth and width
+def test_hub_directory_without_model_args_uses_the_architecture(tmp_path):
+    """Configs published before timm recorded model_args: the architecture name and input_size say it all."""
+    theirs = _timm_model("vit_tiny_patch16_224", img_size=32, patch_size=16, embed_dim=192, depth=12, num_heads=3)
+    path = _hub_dir(theirs, tmp_path)
+    config = json.loads((path / "config.json").read_text())
+    del config["model_args"]
+    config["num_classes"] = 5
+    (path / "config.json").write_text(json.dumps(config))
+    _assert_identical(from_pretrained(path), theirs)
+
+
+@pytest.mark.parametrize("layer", ["swiglu", "qk_norm", "no_embed_class", "reg_tokens", "map", "pre_norm"])
+def test_bare_state_dict_features_are_named(tmp_path, layer):
+    from timm.layers import SwiGLU
+    from timm.models.vision_transformer import VisionTransformer as TimmViT
+
+    extra = {"swiglu": dict(mlp_layer=SwiGLU), "qk_norm": dict(qk_norm=True),
+             "no_embed_class": dict(no_embed_class=True), "reg_tokens": dict(reg_tokens=4),
+             "map": dict(global_pool="map"), "pre_norm": dict(pre_norm=True)}[layer]
+    expected = {"swiglu": "SwiGLU", "qk_norm": "q_norm", "no_embed_class": "no_embed_class",
+                "reg_tokens": "register tokens", "map": "attention-pool", "pre_norm": "norm_pre"}[layer]
+    path = tmp_path / "w.pth"
+    torch.save(TimmViT(**SMALL, **extra).state_dict(), path)
+    with pytest.raises(ValueError, match=expected) as err:
+        from_pretrained(path, num_heads=3)
+    assert str(path) in str(err.value)
+
+
+def test_overrides_are_never_silently_ignored(tmp_path):
+    theirs = _timm_model("vit_small_patch16_224")
+    path = _hub_dir(theirs, tmp_path / "hub")
+    with pytest.raises(ValueError, match=r"num_heads=6 \(the checkpoint has num_heads=3\)"):
+        from_pretrained(path, num_heads=6)
+    with pytest.raises(ValueError, match="unknown argument"):
+        from_pretrained(path, heads=6)
+    ours = from_pretrained(path, num_heads=3, drop_path_rate=0.1)  # repeating a value, or a training-only option
+    assert ours.blocks[1].drop_path1.drop_prob == pytest.approx(0.1)
+    _assert_identical(ours, theirs)
+    bare = tmp_path / "bare.safetensors"
+    save_file(theirs.state_dict(), bare)
+    with pytest.raises(ValueError, match="pass num_heads"):  # width 48 is no standard ViT: no guess at all
+        from_pretrained(bare)
+    with pytest.raises(ValueError, match="is not a vit_small_patch16_224: its tensors have embed_dim 48"):
+        from_pretrained(bare, arch="vit_small_patch16_224")
+    real_width = tmp_path / "small.safetensors"
+    save_file(timm.create_model("vit_small_patch16_224", depth=1, img_size=32).state_dict(), real_width)
+    with pytest.raises(ValueError, match=r"num_heads=12 \(the checkpoint has num_heads=6\)"):
+        from_pretrained(real_width, arch="vit_small_patch16_224", num_heads=12)
+    with pytest.warns(UserWarning, match="exact GELU") as record:
+        _assert_identical(from_pretrained(bare, num_heads=3), theirs)  # the explicit head count is used
+    assert "num_heads=" not in str(record[0].message).split("assumed", 1)[1].split("as in timm")[0]
+
+
+def test_img_size_override_resamples_positions_as_timm(tmp_path):
+    from timm.layers import resample_abs_pos_embed
+
+    theirs = _timm_model("vit_small_patch16_224")
+    path = _hub_dir(theirs, tmp_path)
+    ours = from_pretrained(path, img_size=48)
+    state = theirs.state_dict()
+    state["pos_embed"] = resample_abs_pos_embed(state["pos_embed"], (6, 6), num_prefix_tokens=1)
+    bigger = timm.create_model("vit_small_patch16_224", pretrained=False, **{**SMALL, "img_size": 48}).eval()
+    bigger.load_state_dict(state)
+    _assert_identical(ours, bigger, torch.randn(2, 3, 48, 48))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", sorted(TIMM_ARCHITECTURES))
+def test_every_supported_architecture_matches_timm(arch):
+    """The names and numbers in TIMM_ARCHITECTURES are timm's: widths, heads, MLP width, biases, LayerScale,
+    resolution (one block at the full width, a 2x2 patch grid, so even ViT-gigantic builds in a second)."""
+    ours_kwargs = TIMM_ARCHITECTURES[arch]
+    assert tuple(timm.get_pretrained_cfg(arch).input_size[1:]) == (ours_kwargs["img_size"],) * 2
+    patch = ours_kwargs["patch_size"]
+    theirs = timm.create_model(arch, pretrained=False, depth=1, img_size=2 * patch, num_classes=3).eval()
+    from vitedu import VisionTransformer
+    from vitedu.pretrained import load_checked
+
+    ours = VisionTransformer(**{**ours_kwargs, "depth": 1, "img_size": 2 * patch, "num_classes": 3})
+    load_checked(ours, theirs.state_dict())
+    assert ours.blocks[0].attn.num_heads == theirs.blocks[0].attn.num_heads
+    _assert_identical(ours.eval(), theirs, torch.randn(1, 3, 2 * patch, 2 * patch))
+
+
+@pytest.mark.parametrize("tagged", ["vit_base_patch16_224.mae", "vit_small_patch16_224.dino"])
+def test_headless_tags_load(tmp_path, tagged):
+    """MAE and DINO weights are published without a classifier (num_classes=0): features, not logits."""
+    theirs = _timm_model(tagged, num_classes=0)
+    path = _hub_dir(theirs, tmp_path)
+    assert json.loads((path / "config.json").read_text())["num_classes"] == 0
+    ours = from_pretrained(path)
+    assert ours(IMAGES).shape == (2, 48)
+    _assert_identical(ours, theirs)
+
+
+def test_timm_hub_id_loads_what_the_hub_serves(tmp_path, monkeypatch):
+    """A hub id goes through the same path as the directory the hub download produces (no network here)."""
+    from vitedu import pretrained
+
+    theirs = _timm_model("vit_small_patch16_224.augreg_in21k_ft_in1k")
+    served = _hub_dir(theirs, tmp_path / "snapshot")
+    monkeypatch.setattr(pretrained, "_download", lambda hub_id: served)
+    _assert_identical(from_pretrained("timm/vit_small_patch16_224.augreg_in21k_ft_in1k"), theirs)

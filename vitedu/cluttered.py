@@ -1,0 +1,217 @@
+"""Cluttered digits: one 8x8 digit somewhere on a larger canvas, among fragments of other digits.
+
+A task where attention has to *localise*. The label is the class of the one whole digit; the rest of
+the canvas holds fragments cut from other digits, so the ink of the whole canvas is mostly not the
+answer. A model that averages over the canvas without looking where (a "bag of patches") mixes the
+digit's evidence with the clutter's; a model that finds the digit first and reads it does well.
+The idea is the cluttered MNIST of Mnih et al. (2014), built here from the 8x8 digits shipped with
+vitedu, so it needs no download.
+
+    images, labels, boxes = load_cluttered_digits("train")
+    # images (N, 1, 32, 32) float32 in [0, 1], labels (N,) int64, boxes (N, 4) int64 (top, left, height, width)
+
+The digit sits on the 4-pixel grid of the model's patches by default (``position_step``; see
+``POSITION_STEP`` for why), the clutter anywhere.
+
+Rules that keep the task honest:
+- canvases of a split are made only from digits of the same split of :func:`vitedu.data.load_digits`
+  (the whole digit *and* the clutter), so no test digit, or piece of one, is ever seen in training;
+- clutter never overlaps the digit's 8x8 cell, so the digit is never occluded;
+- the box is the tight box around the digit's ink, so "attention on the box" measures localisation;
+- everything is drawn from one seeded ``torch.Generator``: the same arguments give the same canvases.
+
+Generation is vectorised: every canvas of a batch is drawn at once with ``scatter_reduce`` (max of the
+digit and the fragments at each pixel), so 10,000 canvases take a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .data import DIGITS_MAX, load_digits
+
+CANVAS_SIZE = 32  # 32x32 = 1,024 pixels; the 8x8 digit cell covers 6.25 % of it
+FRAGMENT_SIZE = 4  # each piece of clutter is a 4x4 crop of another digit
+NUM_FRAGMENTS = 10
+# The digit's cell starts at multiples of this: 4 puts it on the 4x4 patch grid of vit_cluttered_digits (one of
+# 7 x 7 = 49 positions, exactly 2 x 2 patches), 1 anywhere. Why 4: with 1,259 training digits and minutes of CPU,
+# a ViT (no convolution, so no built-in translation invariance) must learn every digit at every sub-patch shift
+# from data; on the grid it only has to learn *where* the digit is, which is the question this task asks of
+# attention. Clutter still lands at any pixel, and a fragment on the grid looks exactly like a quarter digit.
+POSITION_STEP = 4
+# Canvases per split made by load_cluttered_digits when num_images is not given. Val and test reuse each of
+# their 179 / 359 digits about 11 / 6 times at other positions and with other clutter.
+CLUTTERED_SIZES = {"train": 10_000, "val": 2_000, "test": 2_000}
+# Mean and std of the pixels of training canvases (a test checks them), for normalisation.
+CLUTTERED_MEAN, CLUTTERED_STD = (0.0807,), (0.2384,)
+# The split seeds are far apart, so the canvases of different splits never share random draws.
+_SPLIT_SEED = {"train": 0, "val": 1_000_003, "test": 2_000_003}
+
+
+def ink_boxes(digits: Tensor) -> Tensor:
+    """Tight box around the nonzero pixels of each image.
+
+    (N, 1, h, w) -> (N, 4) int64 as (top, left, height, width); an empty image gets (0, 0, 0, 0).
+    """
+    rows = digits.flatten(1, 2).amax(dim=-1) > 0  # (N, h): which rows have ink
+    cols = digits.flatten(1, 2).amax(dim=-2) > 0  # (N, w)
+    h, w = rows.shape[1], cols.shape[1]
+    top = torch.where(rows.any(1), rows.float().argmax(1), 0)
+    bottom = torch.where(rows.any(1), h - rows.flip(1).float().argmax(1), 0)  # one past the last ink row
+    left = torch.where(cols.any(1), cols.float().argmax(1), 0)
+    right = torch.where(cols.any(1), w - cols.flip(1).float().argmax(1), 0)
+    return torch.stack([top, left, bottom - top, right - left], dim=1).long()
+
+
+def _paste_indices(top: Tensor, left: Tensor, size: int, canvas_size: int) -> Tensor:
+    """Flat canvas indices of a size x size square at (top, left). (N, k) -> (N, k * size * size)"""
+    r = torch.arange(size)
+    rows = top[..., None, None] + r[:, None]  # (N, k, size, 1)
+    cols = left[..., None, None] + r[None, :]  # (N, k, 1, size)
+    return (rows * canvas_size + cols).flatten(1)
+
+
+def make_cluttered(
+    digits: Tensor,
+    labels: Tensor,
+    num_images: int,
+    generator: torch.Generator,
+    canvas_size: int = CANVAS_SIZE,
+    num_fragments: int = NUM_FRAGMENTS,
+    fragment_size: int = FRAGMENT_SIZE,
+    position_step: int = POSITION_STEP,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Draw ``num_images`` cluttered canvases from a pool of digits (all canvases at once, no Python loop).
+
+    digits (M, 1, 8, 8) in [0, 1], labels (M,) -> images (N, 1, S, S) float32, labels (N,) int64,
+    boxes (N, 4) int64 as (top, left, height, width) of the digit's ink, in canvas pixels.
+
+    For each canvas: pick a digit and a position for its 8x8 cell; pick ``num_fragments`` other digits
+    of the pool, cut a random ``fragment_size`` square out of each, and drop it anywhere that does not
+    overlap the cell. Overlapping pieces of clutter combine by maximum, like ink on paper.
+    """
+    if digits.dim() != 4 or digits.shape[1] != 1 or len(digits) != len(labels):
+        raise ValueError(f"expected digits (M, 1, h, w) and labels (M,), got {tuple(digits.shape)} and "
+                         f"{tuple(labels.shape)}")
+    cell = digits.shape[-1]
+    if digits.shape[-2] != cell or canvas_size < 2 * cell:
+        raise ValueError(f"the canvas ({canvas_size}) must be at least twice the (square) digit ({digits.shape[-2]}x"
+                         f"{digits.shape[-1]}) so that there is room for clutter; use canvas_size >= {2 * cell}")
+    if not 1 <= fragment_size <= cell or num_fragments < 0 or num_images < 0 or position_step < 1:
+        raise ValueError(f"need 1 <= fragment_size <= {cell}, num_fragments >= 0, num_images >= 0 and position_step "
+                         f">= 1; got fragment_size={fragment_size}, num_fragments={num_fragments}, "
+                         f"num_images={num_images}, position_step={position_step}")
+    if len(digits) < 2:
+        raise ValueError("need at least two digits: clutter is cut from digits other than the one on the canvas")
+    n, k, s, m = num_images, num_fragments, canvas_size, len(digits)
+    g = generator
+    which = torch.randint(0, m, (n,), generator=g)  # (N,) the digit of each canvas
+    slots = (s - cell) // position_step + 1  # possible cell positions per axis
+    top = torch.randint(0, slots, (n,), generator=g) * position_step  # (N,) where its cell goes
+    left = torch.randint(0, slots, (n,), generator=g) * position_step
+
+    # Clutter: other digits (a random nonzero shift mod M never picks the canvas's own digit), a random
+    # square of each, and a position that keeps clear of the cell. Positions are drawn from the free ones
+    # directly: take 8 candidates per fragment and keep the first k that miss the cell (a fragment that
+    # finds no free candidate, which needs 8 misses in a row, is dropped).
+    donors = (which[:, None] + torch.randint(1, m, (n, k), generator=g)) % m  # (N, k)
+    cut_r = torch.randint(0, cell - fragment_size + 1, (n, k), generator=g)
+    cut_c = torch.randint(0, cell - fragment_size + 1, (n, k), generator=g)
+    tries = 8 * k
+    cand_r = torch.randint(0, s - fragment_size + 1, (n, tries), generator=g)
+    cand_c = torch.randint(0, s - fragment_size + 1, (n, tries), generator=g)
+    overlap = ((cand_r < top[:, None] + cell) & (cand_r + fragment_size > top[:, None])
+               & (cand_c < left[:, None] + cell) & (cand_c + fragment_size > left[:, None]))  # (N, tries)
+    # Stable sort puts the free candidates first, in their random order.
+    order = torch.sort(overlap.to(torch.uint8), dim=1, stable=True).indices[:, :k]  # (N, k)
+    frag_r, frag_c = cand_r.gather(1, order), cand_c.gather(1, order)
+    free = ~overlap.gather(1, order)  # (N, k) False only if fewer than k candidates were free
+
+    # Gather the pixels: the digit (N, cell*cell) and the fragments (N, k*f*f), then one scatter by max.
+    flat = digits.reshape(m, cell * cell).float()
+    f = torch.arange(fragment_size)
+    src_r = cut_r[..., None, None] + f[:, None]  # (N, k, f, 1) rows inside the donor digit
+    src_c = cut_c[..., None, None] + f[None, :]  # (N, k, 1, f)
+    pieces = flat[donors[..., None, None], src_r * cell + src_c]  # (N, k, f, f)
+    pieces = (pieces * free[..., None, None]).flatten(1)  # (N, k*f*f)
+    index = torch.cat([_paste_indices(top[:, None], left[:, None], cell, s),
+                       _paste_indices(frag_r, frag_c, fragment_size, s)], dim=1)  # (N, cell^2 + k*f*f)
+    values = torch.cat([flat[which], pieces], dim=1)
+    canvas = torch.zeros(n, s * s).scatter_reduce_(1, index, values, reduce="amax")  # (N, S*S)
+    boxes = ink_boxes(digits[which])  # (N, 4) inside the cell
+    boxes[:, 0] += top
+    boxes[:, 1] += left
+    return canvas.reshape(n, 1, s, s), labels[which].long(), boxes
+
+
+def load_cluttered_digits(
+    split: str = "train",
+    num_images: Optional[int] = None,
+    seed: int = 0,
+    canvas_size: int = CANVAS_SIZE,
+    num_fragments: int = NUM_FRAGMENTS,
+    fragment_size: int = FRAGMENT_SIZE,
+    position_step: int = POSITION_STEP,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """A fixed set of cluttered canvases for one split, made only from that split's digits.
+
+    Returns images (N, 1, S, S) float32 in [0, 1], labels (N,) int64 and boxes (N, 4) int64 as
+    (top, left, height, width) of the digit's ink in pixels. N defaults to ``CLUTTERED_SIZES[split]``
+    (10,000 / 2,000 / 2,000). The same arguments always give the same canvases; ``seed`` draws another
+    set from the same digits (the digit split itself is the fixed one of :func:`vitedu.data.load_digits`).
+    Training in :mod:`vitedu.train` draws *fresh* training canvases every epoch with :func:`make_cluttered`.
+    """
+    splits = load_digits()
+    if split not in splits:
+        raise ValueError(f"split must be one of {sorted(splits)}, got {split!r}")
+    digits, labels = splits[split]
+    generator = torch.Generator().manual_seed(seed * 7_919 + _SPLIT_SEED[split])
+    n = CLUTTERED_SIZES[split] if num_images is None else num_images
+    return make_cluttered(digits.float() / DIGITS_MAX, labels, n, generator, canvas_size=canvas_size,
+                          num_fragments=num_fragments, fragment_size=fragment_size, position_step=position_step)
+
+
+class ClutteredLoader:
+    """Mini-batches of *fresh* cluttered canvases: every epoch draws new positions and new clutter.
+
+    for images, labels in loader:   # images (batch, 1, S, S) float32, normalised; labels (batch,) int64
+
+    A fixed training set of canvases would let a model memorise them; drawing new ones every epoch is
+    data augmentation for free (the digits stay the same 1,259 training digits). Like
+    :class:`vitedu.data.TensorLoader`, ``set_epoch(e)`` makes the canvases depend only on (seed, epoch),
+    so a resumed run sees the same batches as an uninterrupted one.
+    """
+
+    def __init__(
+        self, digits: Tensor, labels: Tensor, num_images: int, batch_size: int,
+        mean: tuple[float, ...] = CLUTTERED_MEAN, std: tuple[float, ...] = CLUTTERED_STD,
+        device: torch.device | str = "cpu", seed: int = 0, **generator_kwargs: int,
+    ) -> None:
+        self.digits, self.labels = digits.float() / DIGITS_MAX, labels  # (M, 1, 8, 8) in [0, 1], (M,)
+        self.num_images, self.batch_size, self.generator_kwargs = num_images, batch_size, generator_kwargs
+        self.device, self.seed, self.epoch = torch.device(device), seed, 0
+        self.mean, self.std = mean[0], std[0]
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return math.ceil(self.num_images / self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        images, labels, _ = make_cluttered(self.digits, self.labels, self.num_images, generator,
+                                           **self.generator_kwargs)  # drawn in random order already
+        images = (images - self.mean) / self.std
+        for i in range(len(self)):
+            batch = slice(i * self.batch_size, (i + 1) * self.batch_size)
+            yield images[batch].to(self.device), labels[batch].to(self.device)
+
+
+__all__ = ["CANVAS_SIZE", "CLUTTERED_MEAN", "CLUTTERED_SIZES", "CLUTTERED_STD", "ClutteredLoader", "FRAGMENT_SIZE",
+           "NUM_FRAGMENTS", "POSITION_STEP", "ink_boxes", "load_cluttered_digits", "make_cluttered"]

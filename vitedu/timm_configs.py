@@ -1,0 +1,231 @@
+"""timm's ViT architecture names: which ones vitedu implements exactly, and why it refuses the others.
+
+A timm checkpoint on the hub is a ``config.json`` naming its ``"architecture"`` (e.g.
+``vit_base_patch16_224``; the part after a dot, as in ``vit_base_patch16_224.augreg2_in21k_ft_in1k``,
+is a *tag* naming the training run, not the architecture) plus ``model.safetensors``. The name fixes
+everything the tensors cannot record: the number of heads, the activation, the pooling and where the
+LayerNorms sit. vitedu's ``VisionTransformer`` is timm's plain pre-norm ViT, so it loads exactly the
+architectures listed in ``TIMM_ARCHITECTURES`` and refuses every other one with the reason.
+
+``FAMILIES`` lists one representative architecture per family with the outcome the tests check against
+timm itself; ``support_table()`` renders it as the README's table.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from torch import Tensor
+
+
+def _vit(patch: int, dim: int, depth: int, heads: int, img: int = 224, **extra: Any) -> dict[str, Any]:
+    return dict(img_size=img, patch_size=patch, embed_dim=dim, depth=depth, num_heads=heads, **extra)
+
+
+# timm architecture name -> VisionTransformer kwargs (timm's own values, see timm/models/vision_transformer.py).
+TIMM_ARCHITECTURES: dict[str, dict[str, Any]] = {
+    "vit_tiny_patch16_224": _vit(16, 192, 12, 3),
+    "vit_tiny_patch16_384": _vit(16, 192, 12, 3, 384),
+    "vit_small_patch32_224": _vit(32, 384, 12, 6),
+    "vit_small_patch32_384": _vit(32, 384, 12, 6, 384),
+    "vit_small_patch16_224": _vit(16, 384, 12, 6),
+    "vit_small_patch16_384": _vit(16, 384, 12, 6, 384),
+    "vit_small_patch8_224": _vit(8, 384, 12, 6),
+    "vit_base_patch32_224": _vit(32, 768, 12, 12),
+    "vit_base_patch32_384": _vit(32, 768, 12, 12, 384),
+    "vit_base_patch16_224": _vit(16, 768, 12, 12),
+    "vit_base_patch16_384": _vit(16, 768, 12, 12, 384),
+    "vit_base_patch8_224": _vit(8, 768, 12, 12),
+    "vit_large_patch32_224": _vit(32, 1024, 24, 16),
+    "vit_large_patch32_384": _vit(32, 1024, 24, 16, 384),
+    "vit_large_patch16_224": _vit(16, 1024, 24, 16),
+    "vit_large_patch16_384": _vit(16, 1024, 24, 16, 384),
+    "vit_large_patch14_224": _vit(14, 1024, 24, 16),
+    "vit_huge_patch14_224": _vit(14, 1280, 32, 16),
+    "vit_giant_patch14_224": _vit(14, 1408, 40, 16, mlp_ratio=48 / 11),
+    "vit_gigantic_patch14_224": _vit(14, 1664, 48, 16, mlp_ratio=64 / 13),
+    "vit_base_patch16_224_miil": _vit(16, 768, 12, 12, qkv_bias=False),
+    "vit_base_patch32_plus_256": _vit(32, 896, 12, 14, 256, init_values=1e-5),
+    "vit_base_patch16_plus_240": _vit(16, 896, 12, 14, 240, init_values=1e-5),
+    # DINOv2 (Oquab et al., 2023) without registers: a plain ViT with LayerScale, trained at 518 pixels.
+    "vit_small_patch14_dinov2": _vit(14, 384, 12, 6, 518, init_values=1e-5),
+    "vit_base_patch14_dinov2": _vit(14, 768, 12, 12, 518, init_values=1e-5),
+    "vit_large_patch14_dinov2": _vit(14, 1024, 24, 16, 518, init_values=1e-5),
+    # DeiT (Touvron et al., 2021) without the distillation token is the same network as ViT.
+    "deit_tiny_patch16_224": _vit(16, 192, 12, 3),
+    "deit_small_patch16_224": _vit(16, 384, 12, 6),
+    "deit_base_patch16_224": _vit(16, 768, 12, 12),
+    "deit_base_patch16_384": _vit(16, 768, 12, 12, 384),
+}
+
+# What vitedu lacks, recognised from the architecture name (for what the tensors cannot show, e.g. post-norm).
+_NAME_REASONS = [
+    (r"_rpn_", "post-norm blocks (timm's ResPostBlock: LayerNorm after each residual branch, not before)"),
+    (r"relpos|beit", "relative position biases inside attention instead of absolute position embeddings"),
+    (r"beit", "separate query and value biases (BEiT's q_bias/v_bias; vitedu's ViT uses one qkv bias)"),
+    (r"rope|eva", "rotary position embeddings (RoPE) instead of learned absolute ones"),
+    (r"_reg\d", "register tokens (extra learned tokens besides [CLS], Darcet et al. 2024)"),
+    (r"siglip(?!.*_gap)|_map_", "an attention-pool head ('map': a learned query attends over the tokens)"),
+    (r"_gap_", "average pooling after the final LayerNorm (vitedu's mean pooling normalises after pooling)"),
+    (r"clip|_xp_", "a LayerNorm before the first block (norm_pre) and LayerNorm eps 1e-5 (CLIP)"),
+    (r"quickgelu", "the QuickGELU activation x * sigmoid(1.702 x) instead of the exact GELU"),
+    (r"swiglu|eva02|giant_patch14_dinov2|giant_patch14_reg", "a SwiGLU MLP (gated: two input projections)"),
+    (r"deit3", "position embeddings that skip [CLS] (no_embed_class, DeiT III)"),
+    (r"distilled", "a distillation token (DeiT-distilled: two heads)"),
+    (r"_r\d+_|resnet|hybrid", "a CNN stem (hybrid ViT) instead of a linear patch embedding"),
+    (r"\d+x\d+_|parallel", "parallel attention and MLP branches in each block"),
+]
+
+# What vitedu lacks, recognised from the tensors' names: (regular expression on a key, explanation).
+_KEY_REASONS = [
+    (r"\.(q_bias|v_bias)$", "'q_bias'/'v_bias' are BEiT-style biases (query and value only); vitedu's ViT uses one "
+                            "qkv bias"),
+    (r"relative_position|rel_pos", "relative position biases inside attention (BEiT, relpos ViTs)"),
+    (r"(^|\.)rope|freqs", "rotary position embeddings (RoPE, e.g. EVA-02)"),
+    (r"^reg_token$", "register tokens ('reg_token': extra learned tokens besides [CLS])"),
+    (r"^attn_pool\.", "an attention-pool head ('attn_pool', timm's global_pool='map')"),
+    (r"\.mlp\.(fc1_g|fc1_x|w1|w2|w3|w12)\.", "a SwiGLU MLP (gated: two input projections)"),
+    (r"^norm_pre\.", "a LayerNorm before the first block ('norm_pre', CLIP-style)"),
+    (r"\.attn\.(q_norm|k_norm)\.", "normalised queries and keys ('q_norm'/'k_norm', qk_norm=True)"),
+    (r"\.(attn|mlp)\.norm\.", "a LayerNorm inside attention or the MLP (scale_attn_norm/scale_mlp_norm)"),
+    (r"^dist_token$|^head_dist\.", "a distillation token and head (DeiT-distilled)"),
+    (r"^patch_embed\.backbone\.", "a CNN stem (hybrid ViT)"),
+    (r"\.gamma_[12]$", "BEiT-style LayerScale names ('gamma_1'/'gamma_2')"),
+    (r"^patch_embed\.norm\.", "a LayerNorm after the patch embedding"),
+]
+
+
+def split_tag(name: str) -> tuple[str, str | None]:
+    """Split a timm name into architecture and tag.
+
+    ``"timm/vit_base_patch16_224.augreg2_in21k_ft_in1k"`` -> ``("vit_base_patch16_224", "augreg2_in21k_ft_in1k")``
+    """
+    name = name.removeprefix("timm/").removeprefix("hf-hub:timm/").removeprefix("hf_hub:timm/")
+    arch, _, tag = name.partition(".")
+    return arch, tag or None
+
+
+def name_reasons(arch: str) -> list[str]:
+    """What a timm architecture has that vitedu lacks, recognised from its name."""
+    return [reason for pattern, reason in _NAME_REASONS if re.search(pattern, arch)]
+
+
+def key_reasons(state: dict[str, Tensor]) -> list[str]:
+    """What a timm state_dict holds that vitedu's ViT lacks, recognised from its keys and shapes."""
+    reasons = [reason for pattern, reason in _KEY_REASONS if any(re.search(pattern, k) for k in state)]
+    fc1, fc2 = state.get("blocks.0.mlp.fc1.weight"), state.get("blocks.0.mlp.fc2.weight")
+    if fc1 is not None and fc2 is not None and fc1.dim() == fc2.dim() == 2 and fc1.shape[0] == 2 * fc2.shape[1]:
+        reasons.append("a packed gated MLP (SwiGLU/GeGLU: fc1 is twice as wide as fc2's input)")
+    if "patch_embed.proj.weight" in state and "pos_embed" not in state:
+        reasons.append("no learned absolute position embedding ('pos_embed' is missing: rotary or no positions)")
+    if "patch_embed.proj.weight" in state and "patch_embed.proj.bias" not in state:
+        reasons.append("a patch embedding without bias (CLIP-style)")
+    if "pos_embed" in state and state["pos_embed"].dim() == 3 and "patch_embed.proj.weight" in state:
+        tokens = state["pos_embed"].shape[1]
+        if "cls_token" in state and _is_square(tokens) and not _is_square(tokens - 1):
+            reasons.append("position embeddings that skip [CLS] ('pos_embed' has no slot for it: no_embed_class)")
+    has_pool_head = any(k.startswith("attn_pool.") for k in state)
+    pooled_by_norm = "pos_embed" in state and "norm.weight" in state and not has_pool_head
+    if "cls_token" not in state and pooled_by_norm and "fc_norm.weight" not in state:
+        reasons.append("average pooling after the final LayerNorm ('norm' but no 'fc_norm'; vitedu normalises "
+                       "after pooling)")
+    if "cls_token" in state and "fc_norm.weight" in state:
+        reasons.append("a [CLS] token together with average pooling ('fc_norm'); vitedu's mean pooling has no [CLS]")
+    return reasons
+
+
+def _is_square(n: int) -> bool:
+    return n > 0 and int(n**0.5) ** 2 == n
+
+
+# timm model_args that vitedu implements, and the value of every other timm argument that it can accept.
+_ARG_NAMES = {"img_size", "patch_size", "in_chans", "num_classes", "embed_dim", "depth", "num_heads", "mlp_ratio",
+              "qkv_bias", "init_values"}
+_TIMM_DEFAULTS = {"class_token": True, "no_embed_class": False, "reg_tokens": 0, "pre_norm": False,
+                  "final_norm": True, "fc_norm": None, "qk_norm": False, "proj_bias": True, "pos_embed": "learn",
+                  "act_layer": None, "norm_layer": None, "mlp_layer": None, "block_fn": None, "embed_layer": None,
+                  "dynamic_img_size": False, "dynamic_img_pad": False, "patch_bias": True, "weight_init": "",
+                  "global_pool": "token", "scale_attn_norm": False, "scale_mlp_norm": False, "attn_layer": None}
+# Arguments that change nothing in the forward pass of an eval-mode model with the recorded image size.
+_HARMLESS = {"drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
+             "dynamic_img_size", "weight_init", "fix_init"}
+
+
+def timm_kwargs(arch_or_tagged: str, model_args: dict[str, Any] | None = None,
+                pretrained_cfg: dict[str, Any] | None = None, state: dict[str, Tensor] | None = None) -> dict[str, Any]:
+    """VisionTransformer kwargs for a timm architecture, refusing what vitedu does not implement exactly.
+
+    ``model_args`` and ``pretrained_cfg`` are the fields of the same name in timm's hub ``config.json``:
+    ``model_args`` holds the arguments given to ``timm.create_model`` (they override the architecture's),
+    ``pretrained_cfg["input_size"]`` the resolution the weights were trained at. ``state`` (the weights),
+    when given, adds what its keys reveal to the reasons of a refusal.
+    """
+    if not isinstance(arch_or_tagged, str):
+        raise ValueError(
+            f"arch should be a timm architecture name such as 'vit_base_patch16_224', got {arch_or_tagged!r}"
+        )
+    arch, _ = split_tag(arch_or_tagged)
+    if arch not in TIMM_ARCHITECTURES:
+        reasons = name_reasons(arch) or ["an architecture vitedu has no exact counterpart for"]
+        seen = key_reasons(state or {})
+        raise ValueError(
+            f"timm architecture {arch!r} is not supported: it has {'; '.join(reasons)}"
+            + (f". Its weights show {'; '.join(seen)}" if seen else "")
+            + f". vitedu loads only the {len(TIMM_ARCHITECTURES)} timm architectures it computes exactly (identical "
+            f"logits), listed in vitedu.timm_configs.TIMM_ARCHITECTURES, e.g. 'vit_base_patch16_224'"
+        )
+    kwargs = dict(TIMM_ARCHITECTURES[arch])
+    input_size = (pretrained_cfg or {}).get("input_size")
+    if input_size:
+        kwargs["img_size"] = tuple(input_size[1:])
+    unsupported = []
+    for key, value in (model_args or {}).items():
+        if key in _ARG_NAMES:
+            kwargs[key] = tuple(value) if isinstance(value, list) else value
+        elif key == "global_pool" and value in ("token", ""):
+            continue
+        elif key not in _HARMLESS and _TIMM_DEFAULTS.get(key, object()) != value:
+            unsupported.append(f"{key}={value!r}")
+    if unsupported:
+        raise ValueError(
+            f"timm architecture {arch!r} was built with model_args that vitedu does not implement: "
+            f"{', '.join(unsupported)}; vitedu's ViT is timm's plain ViT with [CLS] pooling"
+        )
+    if isinstance(kwargs["img_size"], tuple) and kwargs["img_size"][0] == kwargs["img_size"][1]:
+        kwargs["img_size"] = kwargs["img_size"][0]
+    return kwargs
+
+
+# One representative timm architecture per family: (family, timm architecture, loads exactly?, what vitedu lacks).
+# The tests build each one with timm (small width and depth), save it in timm's hub format and check the outcome.
+FAMILIES: list[tuple[str, str, bool, str]] = [
+    ("ViT (augreg, original, MAE, DINO tags)", "vit_base_patch16_224", True, ""),
+    ("ViT without qkv bias (MIIL)", "vit_base_patch16_224_miil", True, ""),
+    ("ViT-B+ with LayerScale", "vit_base_patch16_plus_240", True, ""),
+    ("DINOv2 without registers", "vit_small_patch14_dinov2", True, ""),
+    ("DeiT", "deit_small_patch16_224", True, ""),
+    ("ViT-giant (mlp_ratio 48/11)", "vit_giant_patch14_224", True, ""),
+    ("DeiT-distilled", "deit_small_distilled_patch16_224", False, "distillation token"),
+    ("DeiT III", "deit3_small_patch16_224", False, "no_embed_class"),
+    ("DINOv2 with registers", "vit_small_patch14_reg4_dinov2", False, "register tokens"),
+    ("ViT with registers (reg4)", "vit_medium_patch16_reg4_gap_256", False, "register tokens"),
+    ("relative-position ViT", "vit_relpos_small_patch16_224", False, "relative position"),
+    ("residual post-norm ViT", "vit_base_patch16_rpn_224", False, "post-norm"),
+    ("BEiT", "beit_base_patch16_224", False, "q_bias"),
+    ("EVA-02 (rotary, SwiGLU)", "eva02_small_patch14_224", False, "rotary"),
+    ("SigLIP (attention-pool head)", "vit_base_patch16_siglip_224", False, "attention-pool"),
+    ("global-average-pool ViT", "vit_base_patch16_gap_224", False, "average pooling after the final LayerNorm"),
+    ("CLIP image tower", "vit_base_patch16_clip_224", False, "norm_pre"),
+    ("DINOv2-giant (SwiGLU)", "vit_giant_patch14_dinov2", False, "SwiGLU"),
+]
+
+
+def support_table() -> str:
+    """The README's table of checkpoint families, from ``FAMILIES`` (which the tests check against timm)."""
+    lines = ["| family | example timm architecture | vitedu |", "|---|---|---|"]
+    for family, arch, exact, _ in FAMILIES:
+        outcome = "loads, identical logits" if exact else "refused: " + "; ".join(name_reasons(arch))
+        lines.append(f"| {family} | `{arch}` | {outcome} |")
+    return "\n".join(lines)
+
