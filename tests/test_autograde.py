@@ -113,7 +113,8 @@ def _nbgrader(course: Path, *args: str) -> None:
     env = _env()
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--force"], cwd=course, env=env,
                             capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    log = f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{log}"
 
 
 @pytest.fixture(scope="module")
