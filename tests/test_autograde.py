@@ -9,6 +9,7 @@ parts run on the reference versions of the earlier parts (``vitedu.grading.refer
 
 One autograde run per assignment (every submission of it in one batch) keeps this to a few minutes;
 A3, which trains for a minute per submission, gets one submission with a mistake in each of two parts.
+There is no all-correct submission: every part keeps its full points in most submissions already.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ SOURCE = ROOT / "notebooks" / "assignments" / "source"
 # student -> (assignment, [(solution cell, a line of the model solution, the line with the planted mistake)],
 #             the graded cells that must lose their points; every other graded cell keeps all of them)
 SUBMISSIONS = {
-    "a1_correct": ("a1_attention", [], set()),
     "a1_softmax_axis": ("a1_attention", [("attention_weights", "return logits.softmax(dim=-1)",
                                           "return logits.softmax(dim=-2)")], {"test_attention_weights"}),
     "a1_hardcoded_dk": ("a1_attention", [("attention_weights", "d_k = q.shape[-1]", "d_k = 8")],
@@ -54,7 +54,6 @@ SUBMISSIONS = {
                                               "logits = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])\n"
                                               "        return self.proj(merge_heads(logits.softmax(dim=-1) @ v))")],
                             {"test_multi_head_attention"}),
-    "a2_correct": ("a2_patches_to_vit", [], set()),
     "a2_column_major": ("a2_patches_to_vit", [("patchify", "x = x.permute(0, 2, 4, 3, 5, 1)",
                                                "x = x.permute(0, 4, 2, 3, 5, 1)")], {"test_patchify"}),
     "a2_unfold_kernel_order": ("a2_patches_to_vit", [("unfold_embedding", "weight = conv.weight.flatten(1)",
