@@ -116,13 +116,19 @@ def learned_pos_embed(num_tokens: int, embed_dim: int) -> nn.Parameter:
 def sincos_pos_embed_2d(
     embed_dim: int, grid_size: int | tuple[int, int], num_prefix_tokens: int = 0, temperature: float = 10000.0
 ) -> Tensor:
-    """Fixed 2-D sine-cosine position embedding (as in MAE and Beyer et al.'s "better plain ViT").
+    """Fixed 2-D sine-cosine position embedding (the idea of MAE and Beyer et al.'s "better plain ViT").
 
     -> (1, num_prefix_tokens + grid_h * grid_w, embed_dim)
 
     The first half of the channels encodes the patch's row, the second half its column, each with
     sin/cos pairs at geometrically spaced frequencies 1 / temperature^(i / (embed_dim/4)). Prefix
     tokens (e.g. [CLS]) get zeros: they have no position.
+
+    The layout is vitedu's own: MAE puts the *column* half first (same frequencies), and big_vision
+    also puts the column first with frequencies 1 / temperature^(i / (embed_dim/4 - 1)). The three are
+    equivalent for a model trained from scratch (a fixed permutation of channels, slightly different
+    frequencies) but not interchangeable when loading weights trained with another layout; chapter 4
+    compares them numerically.
     """
     if embed_dim % 4:
         raise ValueError(
