@@ -55,7 +55,7 @@ test: venv lint book
 	$(BIN)/python -m pytest $(NBVAL) $(PYTEST_ARGS)
 
 assignments: venv
-	$(BIN)/python tools/make_assignments.py
+	$(BIN)/python tools/make_assignments.py $(if $(COURSE_DIR),--course-dir $(COURSE_DIR)) $(if $(COURSE_SEED),--course-seed $(COURSE_SEED))
 
 bench: venv
 	$(BIN)/python benchmarks/bench_attention.py

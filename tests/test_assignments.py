@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,3 +183,60 @@ def test_generation_is_reproducible_and_catches_a_stale_release():
         victim = next(iter(first))
         (Path(a) / victim).write_text((Path(a) / victim).read_text().replace("Part 1", "Part one"))
         assert make_assignments.stale(release_dir=Path(a)) == [str(victim)]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The instructor workflow: a private course copy whose hidden tests depend on a per-course seed
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_every_hidden_test_region_starts_from_the_course_seed(name):
+    nb = nbformat.read(_path(SOURCE, name), as_version=4)
+    # every hidden test that draws random numbers draws them from the course seed
+    regions = [c for c in nb.cells if "BEGIN HIDDEN TESTS" in c.source
+               and re.search(r"torch\.rand|create_model", c.source.split("BEGIN HIDDEN TESTS", 1)[1])]
+    assert regions
+    for cell in regions:
+        after = cell.source.split("BEGIN HIDDEN TESTS", 1)[1].splitlines()[1].strip()
+        assert make_assignments.COURSE_SEED_LINE.fullmatch(after), f"{_nbgrader(cell)['grade_id']}: {after!r}"
+
+
+def test_a_course_seed_changes_the_hidden_tests_and_nothing_else(tmp_path):
+    seeded = make_assignments.course_copy(tmp_path / "course", seed=1234)
+    assert len(seeded) == len(ASSIGNMENTS)
+    for path in seeded:
+        name = path.parent.name
+        ours, theirs = nbformat.read(_path(SOURCE, name), as_version=4), nbformat.read(path, as_version=4)
+        changed = [(a, b) for ca, cb in zip(ours.cells, theirs.cells)
+                   for a, b in zip(ca.source.splitlines(), cb.source.splitlines()) if a != b]
+        assert changed and all("# course seed" in a and "# course seed" in b for a, b in changed), changed
+        assert all(int(re.search(r"\((\d+)\)", b)[1]) == 1234 + int(re.search(r"\((\d+)\)", a)[1]) for a, b in changed)
+    # the students' version does not depend on the seed: it is the committed release, byte for byte
+    assert make_assignments.stale(tmp_path / "course" / "source") == []
+
+
+def test_the_course_seed_changes_the_values_a_hidden_test_draws():
+    hidden = "import torch\ntorch.manual_seed(1)  # course seed\nx = torch.randn(5)"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(hidden)])
+    drawn = []
+    for seed in (0, 1234):
+        namespace: dict = {}
+        exec(make_assignments.with_course_seed(nb, seed).cells[0].source, namespace)
+        drawn.append(namespace["x"])
+    assert "torch.manual_seed(1235)" in make_assignments.with_course_seed(nb, 1234).cells[0].source
+    assert not torch.equal(*drawn)
+    assert nb.cells[0].source == hidden  # the source notebook itself is left alone
+
+
+def test_make_assignments_passes_the_course_options_through(tmp_path):
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "assignments", "COURSE_DIR=my_course", "COURSE_SEED=7"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "tools/make_assignments.py --course-dir my_course --course-seed 7" in out
+    with pytest.raises(SystemExit):
+        make_assignments.main(["--course-seed", "7", "--release", str(tmp_path)])
+    assert make_assignments.main(["--release", str(tmp_path / "r"), "--course-dir", str(tmp_path / "c"),
+                                  "--course-seed", "7"]) == 0
+    seeded = (tmp_path / "c" / "source" / "a1_attention" / "a1_attention.ipynb").read_text()
+    assert "torch.manual_seed(8)  # course seed" in seeded

@@ -20,12 +20,15 @@ from vitedu.checks import (
     check_attention,
     check_attention_weights,
     check_encoder_block,
+    check_masked_attention,
     check_multi_head_attention,
     check_multi_head_merge,
     check_multi_head_split,
     check_patch_embedding,
     check_patchify,
     check_single_head,
+    check_train_epoch,
+    check_unfold_embedding,
     check_vit_forward,
 )
 
@@ -161,7 +164,7 @@ def test_attention_mistakes_are_diagnosed(mistake, hint):
     "mistake, hint",
     [
         (dict(scale_by_width=True), r"scaled by sqrt\(D\) = sqrt\(16\).*d_k = 4"),
-        (dict(swap_qk=True), r"transposed keys"),
+        (dict(swap_qk=True), r"queries and keys are swapped \(q = x @ w_k"),
         (dict(v_from="w_q"), r"v = x @ w_v"),
     ],
 )
@@ -541,3 +544,204 @@ def test_vit_forward_with_cls_appended_and_read_from_the_end_is_diagnosed():
 
     with pytest.raises(CheckFailed, match=r"\[CLS\] token is at the wrong end"):
         check_vit_forward(ClsLast)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 14: unstable softmax, hard-coded sizes, head width, masking, unfold, the training step
+
+
+def naive_softmax(logits):
+    return logits.exp() / logits.exp().sum(dim=-1, keepdim=True)
+
+
+def naive_attention_weights(q, k):
+    return naive_softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+
+
+def hardcoded_attention_weights(q, k):
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1)
+
+
+def test_a_naive_softmax_passes_small_logits_but_is_named_unstable():
+    q, k = torch.randn(2, 5, 8), torch.randn(2, 7, 8)
+    assert torch.allclose(naive_attention_weights(q, k), attention_weights(q, k), atol=1e-6)
+    with pytest.raises(CheckFailed, match=r"numerically unstable.*overflows"):
+        check_attention_weights(naive_attention_weights)
+    with pytest.raises(CheckFailed, match=r"numerically unstable"):
+        check_attention(lambda q, k, v: naive_attention_weights(q, k) @ v)
+
+
+def test_a_hard_coded_d_k_is_named():
+    with pytest.raises(CheckFailed, match=r"(?s)size is hard-coded.*1 / sqrt\(8\) although d_k = 5"):
+        check_attention_weights(hardcoded_attention_weights)
+    with pytest.raises(CheckFailed, match=r"(?s)size is hard-coded.*although d_k = 5"):
+        check_attention(lambda q, k, v: hardcoded_attention_weights(q, k) @ v)
+
+    def single_head_sqrt4(x, w_q, w_k, w_v):
+        q, k, v = x @ w_q, x @ w_k, x @ w_v
+        return torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v
+
+    with pytest.raises(CheckFailed, match=r"(?s)size is hard-coded.*D=16, d_k=4.*D=12, d_k=3.*1 / sqrt\(4\)"):
+        check_single_head(single_head_sqrt4)
+
+
+def test_hard_coded_numbers_of_heads_are_named():
+    with pytest.raises(CheckFailed, match=r"size is hard-coded.*3 heads of width 4.*2 heads of width 5"):
+        check_multi_head_split(lambda x, num_heads: split_heads(x, 3))
+    with pytest.raises(CheckFailed, match=r"size is hard-coded"):
+        check_multi_head_merge(lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], 12))
+
+    class ThreeHeads(make_mhsa()):
+        def __init__(self, dim, num_heads):
+            super().__init__(dim, 3)
+
+    with pytest.raises(CheckFailed, match=r"size is hard-coded.*dim=12, heads=3.*dim=16, heads=2"):
+        check_multi_head_attention(ThreeHeads)
+
+
+def test_a_wrong_head_width_is_named():
+    def width_h(x, num_heads):  # heads of width num_heads: the (head_dim, heads) reshape, not transposed back
+        b, t, d = x.shape
+        return x.reshape(b, t, d // num_heads, num_heads).transpose(1, 2)
+
+    with pytest.raises(CheckFailed, match=r"head width is wrong: you made heads of width num_heads"):
+        check_multi_head_split(width_h)
+
+    class SplitByHeadDim(make_mhsa()):
+        def forward(self, x):
+            q, k, v = (split_heads(t, self.head_dim) for t in self.qkv(x).chunk(3, dim=-1))
+            return self.proj(merge_heads(attention(q, k, v)))
+
+    with pytest.raises(CheckFailed, match=r"head width is wrong: you split into self.head_dim = 4 heads"):
+        check_multi_head_attention(SplitByHeadDim)
+
+    class ScaleByHeads(make_mhsa()):
+        def forward(self, x):
+            q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
+            weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.num_heads), dim=-1)
+            return self.proj(merge_heads(weights @ v))
+
+    with pytest.raises(CheckFailed, match=r"1/sqrt\(h\) = 1/sqrt\(3\), the number of heads"):
+        check_multi_head_attention(ScaleByHeads)
+
+    class OneHead(make_mhsa()):
+        def forward(self, x):
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            return self.proj(attention(q, k, v))
+
+    with pytest.raises(CheckFailed, match=r"whole width went into one head"):
+        check_multi_head_attention(OneHead)
+
+
+def masked_attention(q, k, v, mask, mistake=None):
+    logits = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if mistake == "ignored":
+        return torch.softmax(logits, -1) @ v
+    if mistake == "after_softmax":
+        return (torch.softmax(logits, -1) * mask) @ v
+    if mistake == "multiplied":
+        return torch.softmax(logits * mask, -1) @ v
+    if mistake == "finite":
+        return torch.softmax(logits.masked_fill(~mask, -1e9), -1) @ v
+    weights = torch.softmax(logits.masked_fill(mask if mistake == "inverted" else ~mask, float("-inf")), -1)
+    return (weights if mistake == "nan" else weights.nan_to_num(0.0)) @ v
+
+
+def test_correct_masked_attention_passes_on_every_device(device, capsys):
+    check_masked_attention(masked_attention, device=device)
+    assert "✓ check_masked_attention passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("ignored", r"mask is ignored"),
+        ("inverted", r"mask is inverted"),
+        ("after_softmax", r"zeroed the masked weights \*after\* the softmax"),
+        ("multiplied", r"multiplied the logits by the mask"),
+        ("nan", r"every key is masked gets NaN"),
+        ("finite", r"every key is masked got uniform weights"),
+    ],
+)
+def test_masked_attention_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_masked_attention(functools.partial(masked_attention, mistake=mistake))
+
+
+def embed_with_unfold(images, conv, mistake=None):
+    kernel, stride = conv.kernel_size, (conv.kernel_size if mistake == "stride" else conv.stride)
+    windows = torch.nn.functional.unfold(images, kernel, stride=stride)  # (batch, C*P*P, windows)
+    weight = conv.weight.flatten(1)
+    if mistake == "kernel_order":
+        weight = conv.weight.permute(0, 2, 3, 1).flatten(1)
+    if mistake == "no_transpose":
+        return weight @ windows + conv.bias[:, None]
+    out = windows.transpose(1, 2) @ weight.T
+    return out if mistake == "no_bias" else out + conv.bias
+
+
+def test_correct_unfold_embedding_passes_on_every_device(device, capsys):
+    check_unfold_embedding(embed_with_unfold, device=device)
+    assert "✓ check_unfold_embedding passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("kernel_order", r"reordered the kernel to \(row, column, channel\)"),
+        ("no_bias", r"bias is missing"),
+        ("no_transpose", r"Tokens and features are swapped"),
+        ("stride", r"(?s)size is hard-coded.*pass stride=conv.stride"),
+    ],
+)
+def test_unfold_embedding_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_unfold_embedding(functools.partial(embed_with_unfold, mistake=mistake))
+
+
+def train_epoch(model, batches, optimizer, mistake=None):
+    if mistake != "no_train":
+        model.train()
+    losses, sizes = [], []
+    for images, labels in batches:
+        loss = nn.functional.cross_entropy(model(images), labels)
+        if mistake != "no_zero_grad":
+            optimizer.zero_grad()
+        loss.backward()
+        if mistake != "no_step":
+            optimizer.step()
+        losses.append(loss.detach())
+        sizes.append(len(labels))
+    if mistake == "tensor":
+        return sum(loss * n for loss, n in zip(losses, sizes)) / sum(sizes)
+    if mistake == "batch_mean":
+        return torch.stack(losses).mean().item()
+    return sum(loss.item() * n for loss, n in zip(losses, sizes)) / sum(sizes)
+
+
+def test_correct_train_epoch_passes_on_every_device(device, capsys):
+    check_train_epoch(train_epoch, device=device)
+    assert "✓ check_train_epoch passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("no_train", r"left the model in eval mode: call model.train\(\)"),
+        ("no_step", r"did not change the weights: call optimizer.step\(\)"),
+        ("no_zero_grad", r"gradients accumulate.*optimizer.zero_grad\(\)"),
+        ("tensor", r"returned a tensor; return a Python float"),
+        ("batch_mean", r"mean of the batch losses.*weight each batch by its size"),
+    ],
+)
+def test_train_epoch_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_train_epoch(functools.partial(train_epoch, mistake=mistake))
+
+
+def test_the_docstring_lists_every_check():
+    import vitedu.checks as checks
+
+    for name in checks.__all__:
+        if name.startswith("check_"):
+            assert f"{name}" in checks.__doc__, f"{name} is missing from the list of diagnosed mistakes"

@@ -3,6 +3,12 @@
     python tools/make_assignments.py                  # source/<name>/<name>.ipynb -> release/<name>/
     python tools/make_assignments.py --check          # exit 1 if the committed release is out of date
     python tools/make_assignments.py --release DIR    # write somewhere else (the tests use a temp dir)
+    python tools/make_assignments.py --course-dir my_course --course-seed 1234
+        # an instructor's private copy: my_course/source/<name>/<name>.ipynb with the hidden tests'
+        # random inputs (and the sizes drawn from them) changed by the course seed
+
+    make assignments                                          # the same, through make
+    make assignments COURSE_DIR=my_course COURSE_SEED=1234
 
 The preprocessors are those of ``nbgrader generate_assignment``, in its order: lock cells, replace
 ``### BEGIN SOLUTION`` regions by ``raise NotImplementedError()`` (``YOUR ANSWER HERE`` in written
@@ -12,11 +18,17 @@ a course's gradebook database (an instructor's ``nbgrader generate_assignment`` 
 directory), and the header/footer and autotest steps, which this course does not use.
 
 The output depends only on the source notebooks: running this twice gives byte-identical files.
+
+The course seed: every hidden-test region starts with a line ``torch.manual_seed(K)  # course seed``.
+``--course-seed S`` rewrites it to ``torch.manual_seed(S + K)`` in the course copy, so the hidden tests
+of a course draw other random inputs and sizes than the ones in this public repository. Only hidden
+tests change: the student version generated from a course copy is the committed release, byte for byte.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -38,6 +50,36 @@ RELEASE = ROOT / "notebooks" / "assignments" / "release"
 
 # Timestamps nbconvert records while executing the source are not part of the student's notebook.
 VOLATILE_METADATA = {"collapsed", "scrolled", "execution", "ExecuteTime"}
+
+
+# The line that opens every hidden-test region; the number is that region's offset from the course seed.
+COURSE_SEED_LINE = re.compile(r"torch\.manual_seed\((\d+)\)(  # course seed)")
+
+
+def with_course_seed(nb: nbformat.NotebookNode, seed: int) -> nbformat.NotebookNode:
+    """The instructor notebook with each hidden test's ``torch.manual_seed(K)  # course seed`` -> (seed + K)."""
+    nb = nbformat.from_dict(nb)  # a copy
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.source = COURSE_SEED_LINE.sub(lambda m: f"torch.manual_seed({seed + int(m.group(1))}){m.group(2)}",
+                                               cell.source)
+    return nb
+
+
+def course_copy(course_dir: Path, seed: int, source_dir: Path = SOURCE) -> list[Path]:
+    """Write course_dir/source/<name>/<notebook>.ipynb (nbgrader's layout) with the course seed applied."""
+    if seed < 0:
+        raise SystemExit(f"--course-seed must be a non-negative integer, got {seed}")
+    written = []
+    for source in sources(source_dir):
+        nb = nbformat.read(source, as_version=4)
+        if not any(COURSE_SEED_LINE.search(c.source) for c in nb.cells if c.cell_type == "code"):
+            raise SystemExit(f"{source} has no `torch.manual_seed(K)  # course seed` line in its hidden tests")
+        target = course_dir / "source" / source.relative_to(source_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(with_course_seed(nb, seed), target)
+        written.append(target)
+    return written
 
 
 def pipeline() -> list:
@@ -96,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=SOURCE, help="folder of <name>/<name>.ipynb sources")
     parser.add_argument("--release", type=Path, default=RELEASE, help="where the student versions go")
     parser.add_argument("--check", action="store_true", help="only report release notebooks that are out of date")
+    parser.add_argument("--course-dir", type=Path, help="also write a private instructor copy to DIR/source/")
+    parser.add_argument("--course-seed", type=int, default=0, help="the per-course seed of the hidden tests")
     args = parser.parse_args(argv)
+    if args.course_seed and not args.course_dir:
+        parser.error("--course-seed applies to the instructor copy: give --course-dir as well")
     if args.check:
         out_of_date = stale(args.source, args.release)
         for path in out_of_date:
@@ -104,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if out_of_date else 0
     for path in generate(args.source, args.release):
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    if args.course_dir:
+        for path in course_copy(args.course_dir, args.course_seed, args.source):
+            print(f"wrote {path} (course seed {args.course_seed})")
     return 0
 
 

@@ -9,7 +9,38 @@ few *deliberately wrong* variants - softmax over the wrong axis, no scale, heads
 order, [CLS] at the wrong end, ... - and when the student's result matches one of them, the message
 names that mistake and its fix. Inputs use their own random generator, so a check never changes the
 random numbers of the notebook that calls it, and they live on ``device`` (default: the best
-available), so a correct solution passes on CPU and GPU alike.
+available), so a correct solution passes on CPU and GPU alike. Every check runs a second set of sizes
+(another d_k, number of heads, stride, ...): code that passes the first and fails the second has a size
+written in as a number, and the message says so.
+
+The mistakes diagnosed by name (each has a test in tests/test_checks.py that plants it and expects its hint):
+
+- check_attention_weights, check_attention: softmax over the queries axis; softmax missing; scale missing,
+  1/d_k, or multiplied; keys compared with queries (k q^T); transposed weights (check_attention);
+  ``k.T`` on batched inputs; a hard-coded d_k (e.g. sqrt(8)); a naive exp / sum softmax that turns
+  large logits into NaN (numerically unstable); a wrong shape, with the axis named.
+- check_masked_attention: the mask ignored; the mask inverted; weights zeroed after the softmax;
+  logits multiplied by the mask; NaN for a fully masked query; uniform weights (a finite fill such as
+  -1e9) for a fully masked query; hard-coded sizes.
+- check_single_head: sqrt(D) instead of sqrt(d_k); queries and keys swapped; the wrong value
+  projection; softmax axis; scale mistakes; a hard-coded d_k; missing projection (shape).
+- check_multi_head_split, check_multi_head_merge: a plain reshape without the transpose; interleaved
+  heads ('(d h)'); heads axis not moved; heads of width num_heads (head width wrong); a hard-coded
+  number of heads.
+- check_multi_head_attention: scale by sqrt(D) or sqrt(h) instead of sqrt(d_k); split into head_dim
+  heads (head width wrong); no split at all (one head); heads merged or split in the wrong order;
+  output projection missing; wrong [q | k | v] slices; a hard-coded size.
+- check_patchify, check_patch_embedding: column-major patch order; (channel, row, column) order inside
+  a patch; rows and columns swapped inside a patch; a plain reshape; missing bias.
+- check_unfold_embedding: the kernel reordered to (row, column, channel); missing bias; tokens and
+  features not transposed; stride hard-coded to the kernel size (overlapping windows).
+- check_encoder_block: post-norm; a missing residual connection (either or both); the normalised tokens
+  on the skip path; norm1 used twice; parallel sub-layers; no LayerNorms.
+- check_vit_forward: [CLS] at the wrong end; positions not added, or not for [CLS]; mean pooling;
+  final LayerNorm missing; logits for every token (shape).
+- check_train_epoch: ``model.train()`` missing; ``optimizer.step()`` missing; ``zero_grad()`` missing
+  (gradients accumulate); a tensor returned instead of a float; the mean of batch losses instead of
+  the mean per image.
 """
 
 from __future__ import annotations
@@ -31,12 +62,15 @@ __all__ = [
     "check_attention",
     "check_attention_weights",
     "check_encoder_block",
+    "check_masked_attention",
     "check_multi_head_attention",
     "check_multi_head_merge",
     "check_multi_head_split",
     "check_patch_embedding",
     "check_patchify",
     "check_single_head",
+    "check_train_epoch",
+    "check_unfold_embedding",
     "check_vit_forward",
 ]
 
@@ -180,6 +214,33 @@ def _randn(gen: torch.Generator, *shape: int, device: torch.device) -> Tensor:
     return torch.randn(*shape, generator=gen).to(device)
 
 
+def _other_sizes(first: str, second: str, run: Callable[[], None]) -> None:
+    """Run a check's second configuration. The first one passed, so a failure here means a hard-coded size."""
+    try:
+        run()
+    except CheckFailed as err:
+        raise CheckFailed(
+            f"a size is hard-coded: your code is right for {first} but not for {second}. Read every size from "
+            "the inputs (q.shape[-1], x.shape, num_heads, self.head_dim, conv.stride), never write a number.\n"
+            f"What went wrong with the second sizes: {err}"
+        ) from None
+
+
+_UNSTABLE = (
+    "the softmax is numerically unstable: with large logits (here up to {top:.0f}) exp() overflows to inf and "
+    "inf / inf gives NaN. Use torch.softmax(logits, dim=-1), which subtracts each row's maximum before exp() "
+    "(softmax(z) = softmax(z - max z))."
+)
+
+
+def _check_large_logits(fn: Callable[..., Any], args: tuple, ref: Tensor, logits: Tensor, what: str) -> None:
+    """Large logits are where a naive exp(z) / exp(z).sum() breaks down (exp(89) is inf in float32)."""
+    got = _tensor_out(_run(fn, *args, what=what), what)
+    if not torch.isfinite(got).all():
+        raise CheckFailed(f"{what}: " + _UNSTABLE.format(top=logits.abs().max().item()))
+    _diagnose(got, ref, [], what)
+
+
 # ----------------------------------------------------------------------------------------------------
 # A1: scaled dot-product attention, one head, many heads
 
@@ -209,6 +270,13 @@ def _scale_variants(q: Tensor, k: Tensor, v: Tensor | None) -> list[tuple[str, C
         (f"you multiplied the logits by sqrt(d_k); divide them by sqrt(d_k) = sqrt({d_k}).",
          lambda: _sdpa(q, k, v, scale=d_k**0.5)),
     ]
+
+
+def _hardcoded_scale_variants(q: Tensor, k: Tensor, v: Tensor | None) -> list[tuple[str, Callable[[], Tensor]]]:
+    d_k = q.shape[-1]
+    return [(f"you scaled by 1 / sqrt({c}) although d_k = {d_k} here: d_k is hard-coded. Read it from the "
+             "inputs, d_k = q.shape[-1], so that the function works for every head size.",
+             lambda c=c: _sdpa(q, k, v, scale=c**-0.5)) for c in (4, 8, 16, 32, 64, 128) if c != d_k]
 
 
 def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor], device=None) -> None:
@@ -247,13 +315,20 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
         *_scale_variants(q, k, None),
     ]
     _diagnose(got, _sdpa(q, k), variants, what)
-    # Cross-attention shapes: fewer queries than keys, with leading axes of another length.
-    q, k = _randn(gen, 4, 5, 8, device=device), _randn(gen, 4, 7, 8, device=device)
-    got = _tensor_out(_run(attention_weights, q, k, what=what, hint=_BATCH_HINT), what)
-    _check_shape(got, (4, 5, 7), ("batch", "queries", "keys"), what, hints={
-        (4, 7, 5): "One row per key instead of one per query: compute q @ k.transpose(-2, -1), not k @ q^T."})
-    _diagnose(got, scaled_dot_product_attention(q, k, k)[1], [], what)
-    _passed("check_attention_weights", "rows sum to one and match vitedu for self- and cross-attention shapes")
+    # Cross-attention shapes: fewer queries than keys, leading axes of another length, another d_k.
+    q, k = _randn(gen, 4, 5, 5, device=device), _randn(gen, 4, 7, 5, device=device)
+
+    def cross() -> None:
+        got = _tensor_out(_run(attention_weights, q, k, what=what, hint=_BATCH_HINT), what)
+        _check_shape(got, (4, 5, 7), ("batch", "queries", "keys"), what, hints={
+            (4, 7, 5): "One row per key instead of one per query: compute q @ k.transpose(-2, -1), not k @ q^T."})
+        _diagnose(got, scaled_dot_product_attention(q, k, k)[1], _hardcoded_scale_variants(q, k, None), what)
+
+    _other_sizes("q, k of shape (2, 3, 6, 8)", "q (4, 5, 5), k (4, 7, 5)", cross)
+    big_q, big_k = 30 * q, 30 * k  # logits in the hundreds: a trained model's attention can be this sharp
+    _check_large_logits(attention_weights, (big_q, big_k), _sdpa(big_q, big_k), big_q @ big_k.mT / 5**0.5, what)
+    _passed("check_attention_weights", "rows sum to one and match vitedu for self- and cross-attention shapes, "
+            "several d_k, and large logits")
 
 
 def check_attention(attention: Callable[[Tensor, Tensor, Tensor], Tensor], device=None) -> None:
@@ -287,12 +362,87 @@ def check_attention(attention: Callable[[Tensor, Tensor, Tensor], Tensor], devic
         *_scale_variants(q, k, v),
     ]
     _diagnose(got, scaled_dot_product_attention(q, k, v)[0], variants, what)
-    q, k = _randn(gen, 4, 5, 8, device=device), _randn(gen, 4, 7, 8, device=device)
+    q, k = _randn(gen, 4, 5, 5, device=device), _randn(gen, 4, 7, 5, device=device)
     v = _randn(gen, 4, 7, 3, device=device)
-    got = _tensor_out(_run(attention, q, k, v, what=what, hint=_BATCH_HINT), what)
-    _check_shape(got, (4, 5, 3), ("batch", "queries", "d_v"), what)
-    _diagnose(got, scaled_dot_product_attention(q, k, v)[0], [], what)
-    _passed("check_attention", "matches vitedu.scaled_dot_product_attention for self- and cross-attention shapes")
+
+    def cross() -> None:
+        got = _tensor_out(_run(attention, q, k, v, what=what, hint=_BATCH_HINT), what)
+        _check_shape(got, (4, 5, 3), ("batch", "queries", "d_v"), what)
+        _diagnose(got, scaled_dot_product_attention(q, k, v)[0], _hardcoded_scale_variants(q, k, v), what)
+
+    _other_sizes("q, k, v of shape (2, 3, 6, 8)", "q (4, 5, 5), k (4, 7, 5), v (4, 7, 3)", cross)
+    big = (30 * q, 30 * k, v)
+    _check_large_logits(attention, big, _sdpa(*big), big[0] @ big[1].mT / 5**0.5, what)
+    _passed("check_attention", "matches vitedu.scaled_dot_product_attention for self- and cross-attention shapes, "
+            "several d_k, and large logits")
+
+
+def _masked_sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, how: str) -> Tensor:
+    """Masked attention done wrongly in one of the usual ways (the variants of check_masked_attention)."""
+    logits = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5  # (..., queries, keys)
+    if how == "after softmax":  # weights zeroed after the softmax, rows no longer sum to one
+        return (logits.softmax(dim=-1) * mask) @ v
+    if how == "multiplied":  # masked logits set to 0 instead of -inf
+        return (logits * mask).softmax(dim=-1) @ v
+    if how == "finite":  # -1e9 instead of -inf: a fully masked row becomes uniform
+        return logits.masked_fill(~mask, -1e9).softmax(dim=-1) @ v
+    raise ValueError(how)
+
+
+def check_masked_attention(masked_attention: Callable[..., Tensor], device=None) -> None:
+    """Check ``masked_attention(q, k, v, mask)``: attention in which query i may only attend to key j where
+    ``mask[..., i, j]`` is True.
+
+    q: (..., queries, d_k), k: (..., keys, d_k), v: (..., keys, d_v), mask: bool, broadcastable to
+    (..., queries, keys) -> (..., queries, d_v). A query whose every key is masked gets a zero output, as
+    in ``vitedu.scaled_dot_product_attention`` and PyTorch's fused kernel.
+    """
+    device, gen, what = _device(device), torch.Generator().manual_seed(11), "masked_attention(q, k, v, mask)"
+
+    def one(batch: int, tokens: int, d_k: int, lengths: list[int]) -> None:
+        q, k, v = (_randn(gen, batch, 2, tokens, d_k, device=device) * 1.5 for _ in range(3))
+        # A padding mask: sequence b has lengths[b] real tokens, the rest is padding no query may attend to.
+        mask = (torch.arange(tokens)[None, :] < torch.tensor(lengths)[:, None]).to(device)  # (batch, keys)
+        mask = mask[:, None, None, :]  # (batch, 1, 1, keys): the same for every head and query
+        got = _tensor_out(_run(masked_attention, q, k, v, mask, what=what, hint=_BATCH_HINT), what)
+        _check_shape(got, (batch, 2, tokens, d_k), ("batch", "heads", "queries", "d_v"), what)
+        variants = [
+            ("the mask is ignored: every query still attends to the padding keys. Before the softmax, set the "
+             "logits of the masked keys to -inf: logits.masked_fill(~mask, float('-inf')).",
+             lambda: _sdpa(q, k, v)),
+            ("the mask is inverted: True means 'may attend'. Fill the logits where the mask is *False* with "
+             "-inf: logits.masked_fill(~mask, float('-inf')).",
+             lambda: scaled_dot_product_attention(q, k, v, mask=~mask)[0]),
+            ("you zeroed the masked weights *after* the softmax, so the rows no longer sum to one. Mask the "
+             "logits before the softmax (fill them with -inf), then the softmax renormalises over the kept keys.",
+             lambda: _masked_sdpa(q, k, v, mask, "after softmax")),
+            ("you multiplied the logits by the mask, which sets masked logits to 0, and exp(0) = 1 is still a "
+             "share of attention. Fill them with -inf instead: logits.masked_fill(~mask, float('-inf')).",
+             lambda: _masked_sdpa(q, k, v, mask, "multiplied")),
+        ]
+        _diagnose(got, scaled_dot_product_attention(q, k, v, mask=mask)[0], variants, what)
+
+    one(2, 6, 8, [6, 4])
+    _other_sizes("6 tokens, d_k=8", "5 tokens, d_k=4", lambda: one(3, 5, 4, [2, 5, 3]))
+    # A query that may attend to no key at all (e.g. a padding query under a padding mask).
+    q, k, v = _randn(gen, 3, 4, device=device), _randn(gen, 5, 4, device=device), _randn(gen, 5, 2, device=device)
+    mask = torch.tensor([[1, 1, 0, 0, 1], [0, 0, 0, 0, 0], [1, 0, 0, 0, 0]], dtype=torch.bool, device=device)
+    got = _tensor_out(_run(masked_attention, q, k, v, mask, what=what), what)
+    _check_shape(got, (3, 2), ("queries", "d_v"), what)
+    if not torch.isfinite(got[1]).all():
+        raise CheckFailed(
+            f"{what}: a query whose every key is masked gets NaN: the softmax of a row of -inf is 0 / 0. Such a "
+            "query has nothing to attend to; give it zero weights and so a zero output, as vitedu and "
+            "F.scaled_dot_product_attention do (e.g. weights = logits.softmax(-1).nan_to_num(0.0)).")
+    variants = [
+        ("a query whose every key is masked got uniform weights (the mean of all values): with a finite fill "
+         "value such as -1e9 the softmax of a fully masked row is uniform. Give such a query zero weights, hence "
+         "a zero output, as vitedu does: fill with -inf and replace the NaN rows by zeros.",
+         lambda: _masked_sdpa(q, k, v, mask, "finite")),
+    ]
+    _diagnose(got, scaled_dot_product_attention(q, k, v, mask=mask)[0], variants, what)
+    _passed("check_masked_attention", "matches vitedu for padding masks of two sizes and a fully masked query "
+            "(zero output)")
 
 
 def check_single_head(single_head: Callable[..., Tensor], device=None) -> None:
@@ -301,28 +451,35 @@ def check_single_head(single_head: Callable[..., Tensor], device=None) -> None:
     x: (batch, tokens, D), w_q / w_k / w_v: (D, d_k) -> (batch, tokens, d_k), with d_k < D.
     """
     device, gen, what = _device(device), torch.Generator().manual_seed(3), "single_head(x, w_q, w_k, w_v)"
-    dim, d_k = 16, 4
-    x = _randn(gen, 2, 6, dim, device=device)
-    w_q, w_k, w_v = (_randn(gen, dim, d_k, device=device) for _ in range(3))
-    got = _tensor_out(_run(single_head, x, w_q, w_k, w_v, what=what), what)
-    _check_shape(got, (2, 6, d_k), ("batch", "tokens", "d_k"), what, hints={
-        (2, 6, dim): "The last axis has the model width D: did you forget to project the values, v = x @ w_v?",
-        (2, 6, 6): "You returned the attention weights (tokens x tokens); return weights @ v."})
-    q, k, v = x @ w_q, x @ w_k, x @ w_v
-    variants = [
-        (f"you scaled by sqrt(D) = sqrt({dim}), the width of the token vectors. The scale is 1 / sqrt(d_k) "
-         f"with d_k = {d_k} the size of one query or key: use q.shape[-1], not x.shape[-1].",
-         lambda: _sdpa(q, k, v, scale=dim**-0.5)),
-        ("queries and keys are swapped (transposed keys): the logits are q @ k^T with q = x @ w_q, k = x @ w_k.",
-         lambda: _sdpa(q, k, v, keys_first=True)),
-        ("the values are wrong: use v = x @ w_v (you used another projection for v).",
-         lambda: _sdpa(q, k, x @ w_q)),
-        ("the softmax ran over the wrong axis: each query's weights must sum to one over the keys (dim=-1).",
-         lambda: _sdpa(q, k, v, softmax_dim=-2)),
-        *_scale_variants(q, k, v),
-    ]
-    _diagnose(got, scaled_dot_product_attention(q, k, v)[0], variants, what)
-    _passed("check_single_head", f"matches vitedu for D={dim}, d_k={d_k}")
+
+    def one(dim: int, d_k: int, tokens: int) -> None:
+        x = _randn(gen, 2, tokens, dim, device=device)
+        w_q, w_k, w_v = (_randn(gen, dim, d_k, device=device) for _ in range(3))
+        got = _tensor_out(_run(single_head, x, w_q, w_k, w_v, what=what), what)
+        _check_shape(got, (2, tokens, d_k), ("batch", "tokens", "d_k"), what, hints={
+            (2, tokens, dim): "The last axis has the model width D: did you forget to project the values, "
+            "v = x @ w_v?",
+            (2, tokens, tokens): "You returned the attention weights (tokens x tokens); return weights @ v."})
+        q, k, v = x @ w_q, x @ w_k, x @ w_v
+        variants = [
+            (f"you scaled by sqrt(D) = sqrt({dim}), the width of the token vectors. The scale is 1 / sqrt(d_k) "
+             f"with d_k = {d_k} the size of one query or key: use q.shape[-1], not x.shape[-1].",
+             lambda: _sdpa(q, k, v, scale=dim**-0.5)),
+            ("queries and keys are swapped (q = x @ w_k, k = x @ w_q, which transposes the logits): use "
+             "q = x @ w_q and k = x @ w_k, and compare them as q @ k^T.",
+             lambda: _sdpa(q, k, v, keys_first=True)),
+            ("the values are wrong: use v = x @ w_v (you used another projection for v).",
+             lambda: _sdpa(q, k, x @ w_q)),
+            ("the softmax ran over the wrong axis: each query's weights must sum to one over the keys (dim=-1).",
+             lambda: _sdpa(q, k, v, softmax_dim=-2)),
+            *_scale_variants(q, k, v),
+            *_hardcoded_scale_variants(q, k, v),
+        ]
+        _diagnose(got, scaled_dot_product_attention(q, k, v)[0], variants, what)
+
+    one(16, 4, 6)
+    _other_sizes("D=16, d_k=4", "D=12, d_k=3", lambda: one(12, 3, 5))
+    _passed("check_single_head", "matches vitedu for (D, d_k) = (16, 4) and (12, 3)")
 
 
 def _split(x: Tensor, heads: int, pattern: str = "b t (h d) -> b h t d") -> Tensor:
@@ -335,26 +492,34 @@ def check_multi_head_split(split_heads: Callable[[Tensor, int], Tensor], device=
     Head i gets the contiguous slice of features x[..., i * d_k:(i + 1) * d_k].
     """
     device, gen, what = _device(device), torch.Generator().manual_seed(4), "split_heads(x, num_heads)"
-    batch, tokens, heads, d_k = 2, 5, 3, 4
-    x = _randn(gen, batch, tokens, heads * d_k, device=device)
-    got = _tensor_out(_run(split_heads, x, heads, what=what), what)
-    _check_shape(got, (batch, heads, tokens, d_k), ("batch", "heads", "tokens", "head_dim"), what, hints={
-        (batch, tokens, heads, d_k): "You split the features but did not move the heads axis in front of the "
-        "tokens: add .transpose(1, 2) (einops: 'b t (h d) -> b h t d').",
-        (batch, heads, d_k, tokens): "The last two axes are swapped: tokens come before head_dim.",
-        (batch, d_k, tokens, heads): "heads and head_dim are swapped: the heads axis is num_heads long.",
-    })
-    variants = [
-        ("you reshaped straight to (batch, heads, tokens, head_dim). That keeps the memory order, so a 'head' "
-         "gets features of *several tokens* mixed together. First split the last axis, "
-         "x.reshape(batch, tokens, heads, head_dim), then move the heads forward with .transpose(1, 2).",
-         lambda: x.reshape(batch, heads, tokens, d_k)),
-        ("head i must get the contiguous slice of features x[..., i*d_k:(i+1)*d_k]; you gave it every "
-         f"{heads}-th feature (the '(d h)' order). Reshape the last axis as (heads, head_dim), not (head_dim, heads).",
-         lambda: _split(x, heads, "b t (d h) -> b h t d")),
-    ]
-    _diagnose(got, rearrange(x, "b t (h d) -> b h t d", h=heads), variants, what)
-    _passed("check_multi_head_split", f"(batch, tokens, dim) = {tuple(x.shape)} -> {tuple(got.shape)}, heads in order")
+
+    def one(batch: int, tokens: int, heads: int, d_k: int) -> None:
+        x = _randn(gen, batch, tokens, heads * d_k, device=device)
+        got = _tensor_out(_run(split_heads, x, heads, what=what), what)
+        _check_shape(got, (batch, heads, tokens, d_k), ("batch", "heads", "tokens", "head_dim"), what, hints={
+            (batch, tokens, heads, d_k): "You split the features but did not move the heads axis in front of the "
+            "tokens: add .transpose(1, 2) (einops: 'b t (h d) -> b h t d').",
+            (batch, heads, d_k, tokens): "The last two axes are swapped: tokens come before head_dim.",
+            (batch, d_k, tokens, heads): "The head width is wrong: you made heads of width num_heads "
+            f"({heads}); each head must be d_k = dim / num_heads = {d_k} wide. Reshape the last axis as "
+            "(num_heads, dim // num_heads).",
+        })
+        variants = [
+            ("you reshaped straight to (batch, heads, tokens, head_dim). That keeps the memory order, so a 'head' "
+             "gets features of *several tokens* mixed together. First split the last axis, "
+             "x.reshape(batch, tokens, heads, head_dim), then move the heads forward with .transpose(1, 2).",
+             lambda: x.reshape(batch, heads, tokens, d_k)),
+            ("head i must get the contiguous slice of features x[..., i*d_k:(i+1)*d_k]; you gave it every "
+             f"{heads}-th feature (the '(d h)' order). Reshape the last axis as (heads, head_dim), not "
+             "(head_dim, heads).",
+             lambda: _split(x, heads, "b t (d h) -> b h t d")),
+        ]
+        _diagnose(got, rearrange(x, "b t (h d) -> b h t d", h=heads), variants, what)
+
+    one(2, 5, 3, 4)
+    _other_sizes("3 heads of width 4", "2 heads of width 5", lambda: one(1, 4, 2, 5))
+    _passed("check_multi_head_split", "(batch, tokens, dim) -> (batch, heads, tokens, head_dim), heads in order, "
+            "for 3 heads of 4 and 2 heads of 5 features")
 
 
 def check_multi_head_merge(merge_heads: Callable[[Tensor], Tensor], device=None) -> None:
@@ -363,29 +528,34 @@ def check_multi_head_merge(merge_heads: Callable[[Tensor], Tensor], device=None)
     The inverse of splitting: head 0's features first, then head 1's, ... (concatenation of the heads).
     """
     device, gen, what = _device(device), torch.Generator().manual_seed(5), "merge_heads(x)"
-    batch, heads, tokens, d_k = 2, 3, 5, 4
-    x = _randn(gen, batch, heads, tokens, d_k, device=device)
-    got = _tensor_out(_run(merge_heads, x, what=what), what)
-    _check_shape(got, (batch, tokens, heads * d_k), ("batch", "tokens", "dim"), what, hints={
-        (batch, heads, tokens * d_k): "You merged tokens with head_dim; move the heads axis behind the tokens "
-        "first: x.transpose(1, 2), then reshape to (batch, tokens, heads * head_dim)."})
-    variants = [
-        ("heads merged in the wrong order: you reshaped (batch, heads, tokens, head_dim) straight to "
-         "(batch, tokens, dim), which mixes the features of different tokens. Transpose first: "
-         "x.transpose(1, 2).reshape(batch, tokens, heads * head_dim).",
-         lambda: x.reshape(batch, tokens, heads * d_k)),
-        ("heads merged in the wrong order: the features of head 0 must come first (dim[0:d_k]), then head 1, ...; "
-         "you interleaved them (the '(d h)' order). Use 'b h t d -> b t (h d)'.",
-         lambda: rearrange(x, "b h t d -> b t (d h)")),
-    ]
-    _diagnose(got, rearrange(x, "b h t d -> b t (h d)"), variants, what)
-    _passed("check_multi_head_merge", f"{tuple(x.shape)} -> {tuple(got.shape)}, heads concatenated in order")
+
+    def one(batch: int, heads: int, tokens: int, d_k: int) -> None:
+        x = _randn(gen, batch, heads, tokens, d_k, device=device)
+        got = _tensor_out(_run(merge_heads, x, what=what), what)
+        _check_shape(got, (batch, tokens, heads * d_k), ("batch", "tokens", "dim"), what, hints={
+            (batch, heads, tokens * d_k): "You merged tokens with head_dim; move the heads axis behind the tokens "
+            "first: x.transpose(1, 2), then reshape to (batch, tokens, heads * head_dim)."})
+        variants = [
+            ("heads merged in the wrong order: you reshaped (batch, heads, tokens, head_dim) straight to "
+             "(batch, tokens, dim), which mixes the features of different tokens. Transpose first: "
+             "x.transpose(1, 2).reshape(batch, tokens, heads * head_dim).",
+             lambda: x.reshape(batch, tokens, heads * d_k)),
+            ("heads merged in the wrong order: the features of head 0 must come first (dim[0:d_k]), then head 1, "
+             "...; you interleaved them (the '(d h)' order). Use 'b h t d -> b t (h d)'.",
+             lambda: rearrange(x, "b h t d -> b t (d h)")),
+        ]
+        _diagnose(got, rearrange(x, "b h t d -> b t (h d)"), variants, what)
+
+    one(2, 3, 5, 4)
+    _other_sizes("3 heads of width 4", "2 heads of width 5", lambda: one(1, 2, 4, 5))
+    _passed("check_multi_head_merge", "(batch, heads, tokens, head_dim) -> (batch, tokens, dim), heads "
+            "concatenated in order")
 
 
 def _mhsa(attn: MultiHeadSelfAttention, x: Tensor, split: str = "qkv h d", merge: str = "h d",
-          scale: float | None = None, proj: bool = True) -> Tensor:
+          scale: float | None = None, proj: bool = True, heads: int | None = None) -> Tensor:
     """Multi-head attention with switchable mistakes, on the weights of ``attn`` (the variants)."""
-    h = attn.num_heads
+    h = attn.num_heads if heads is None else heads
     if split == "view":  # reshape straight to heads, without the transpose
         q, k, v = (t.reshape(x.shape[0], h, x.shape[1], -1) for t in attn.qkv(x).chunk(3, dim=-1))
     else:
@@ -402,37 +572,52 @@ def check_multi_head_attention(cls: Callable[..., nn.Module], device=None) -> No
     ``vitedu.MultiHeadSelfAttention`` into the student's module and compares the outputs.
     """
     device, gen, what = _device(device), torch.Generator().manual_seed(6), "your multi-head attention"
-    dim, heads = 12, 3
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(6)
-        ref = MultiHeadSelfAttention(dim, heads).eval()
-    module = _build(cls, ref, what, device, dim=dim, num_heads=heads)
-    ref = ref.to(device)
-    x = _randn(gen, 2, 5, dim, device=device)
-    with torch.no_grad():
-        got = _tensor_out(_run(module, x, what=what), what)
-        _check_shape(got, (2, 5, dim), ("batch", "tokens", "dim"), what)
-        variants = [
-            (f"you scaled the logits by 1/sqrt(D) = 1/sqrt({dim}), the model width. Each head compares queries "
-             f"and keys of size d_k = D / h = {dim // heads}: the scale is 1/sqrt(d_k) (self.head_dim ** -0.5).",
-             lambda: _mhsa(ref, x, scale=dim**-0.5)),
-            ("heads merged in the wrong order: after attention, move the heads behind the tokens "
-             "(transpose(1, 2)) before reshaping to (batch, tokens, dim).",
-             lambda: _mhsa(ref, x, merge="view")),
-            ("heads merged in the wrong order: concatenate head 0's features, then head 1's, ... "
-             "('b h t d -> b t (h d)'), not interleaved ('(d h)').",
-             lambda: _mhsa(ref, x, merge="d h")),
-            ("the heads are split wrongly: reshape the last axis to (heads, head_dim) and then transpose(1, 2); "
-             "reshaping straight to (batch, heads, tokens, head_dim) mixes tokens.",
-             lambda: _mhsa(ref, x, split="view")),
-            ("the output projection is missing: mix the concatenated heads with self.proj.",
-             lambda: _mhsa(ref, x, proj=False)),
-            ("q, k and v are taken from the wrong slices of self.qkv(x): its output is [q | k | v] "
-             "(use .chunk(3, dim=-1)), each then split into heads.",
-             lambda: _mhsa(ref, x, split="h qkv d")),
-        ]
-        _diagnose(got, ref(x)[0], variants, what)
-    _passed("check_multi_head_attention", f"matches vitedu.MultiHeadSelfAttention (dim={dim}, heads={heads})")
+
+    def one(dim: int, heads: int) -> None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(6)
+            ref = MultiHeadSelfAttention(dim, heads).eval()
+        module = _build(cls, ref, what, device, dim=dim, num_heads=heads)
+        ref = ref.to(device)
+        x = _randn(gen, 2, 5, dim, device=device)
+        d_k = dim // heads
+        with torch.no_grad():
+            got = _tensor_out(_run(module, x, what=what), what)
+            _check_shape(got, (2, 5, dim), ("batch", "tokens", "dim"), what)
+            variants = [
+                (f"you scaled the logits by 1/sqrt(D) = 1/sqrt({dim}), the model width. Each head compares queries "
+                 f"and keys of size d_k = D / h = {d_k}: the scale is 1/sqrt(d_k) (self.head_dim ** -0.5).",
+                 lambda: _mhsa(ref, x, scale=dim**-0.5)),
+                (f"you scaled the logits by 1/sqrt(h) = 1/sqrt({heads}), the number of heads; the scale uses "
+                 f"the head width d_k = D / h = {d_k}: 1/sqrt(d_k).",
+                 lambda: _mhsa(ref, x, scale=heads**-0.5)),
+                (f"the head width is wrong: you split into self.head_dim = {d_k} heads of width {heads}. "
+                 "split_heads takes the *number* of heads: split_heads(t, self.num_heads).",
+                 lambda: _mhsa(ref, x, heads=d_k, scale=heads**-0.5)),
+                ("heads merged in the wrong order: after attention, move the heads behind the tokens "
+                 "(transpose(1, 2)) before reshaping to (batch, tokens, dim).",
+                 lambda: _mhsa(ref, x, merge="view")),
+                ("heads merged in the wrong order: concatenate head 0's features, then head 1's, ... "
+                 "('b h t d -> b t (h d)'), not interleaved ('(d h)').",
+                 lambda: _mhsa(ref, x, merge="d h")),
+                ("the heads are split wrongly: reshape the last axis to (heads, head_dim) and then transpose(1, 2); "
+                 "reshaping straight to (batch, heads, tokens, head_dim) mixes tokens.",
+                 lambda: _mhsa(ref, x, split="view")),
+                ("the output projection is missing: mix the concatenated heads with self.proj.",
+                 lambda: _mhsa(ref, x, proj=False)),
+                ("q, k and v are taken from the wrong slices of self.qkv(x): its output is [q | k | v] "
+                 "(use .chunk(3, dim=-1)), each then split into heads.",
+                 lambda: _mhsa(ref, x, split="h qkv d")),
+                ("the whole width went into one head: split q, k and v into self.num_heads heads "
+                 f"(each d_k = {d_k} wide) before attention.",
+                 lambda: _mhsa(ref, x, heads=1, scale=dim**-0.5)),
+            ]
+            _diagnose(got, ref(x)[0], variants, what)
+
+    one(12, 3)
+    _other_sizes("dim=12, heads=3", "dim=16, heads=2", lambda: one(16, 2))
+    _passed("check_multi_head_attention", "matches vitedu.MultiHeadSelfAttention for (dim, heads) = (12, 3) "
+            "and (16, 2)")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -521,6 +706,46 @@ def check_patch_embedding(cls: Callable[..., nn.Module], device=None) -> None:
         ]
         _diagnose(got, ref(images), variants, what)
     _passed("check_patch_embedding", f"matches vitedu.PatchEmbedding (a Conv2d with kernel = stride = {p})")
+
+
+def check_unfold_embedding(embed: Callable[[Tensor, nn.Conv2d], Tensor], device=None) -> None:
+    """Check ``embed(images, conv)``: the patch embedding of ``conv`` (any kernel and stride, overlapping or
+    not) computed with ``F.unfold`` and one matrix product instead of the convolution.
+
+    (batch, C, H, W) -> (batch, N, D), equal to ``conv(images).flatten(2).transpose(1, 2)``.
+    """
+    device, gen, what = _device(device), torch.Generator().manual_seed(12), "embed_with_unfold(images, conv)"
+
+    def one(chans: int, size: int, kernel: int, stride: int, dim: int) -> None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(12)
+            conv = nn.Conv2d(chans, dim, kernel, stride=stride).to(device)
+        images = _randn(gen, 2, chans, size, size, device=device)
+        with torch.no_grad():
+            got = _tensor_out(_run(embed, images, conv, what=what), what)
+            side = (size - kernel) // stride + 1
+            n, n_plain = side * side, (size // kernel) ** 2
+            _check_shape(got, (2, n, dim), ("batch", "patches", "embed_dim"), what, hints={
+                (2, dim, n): "Tokens and features are swapped: unfold gives (batch, C*P*P, patches); "
+                "transpose(1, 2) to (batch, patches, C*P*P) before the matrix product.",
+                (2, n_plain, dim): f"You cut {n_plain} non-overlapping patches, but this convolution has stride "
+                f"{stride} < kernel {kernel} (overlapping windows): pass stride=conv.stride to F.unfold.",
+            })
+            windows = torch.nn.functional.unfold(images, kernel, stride=stride).transpose(1, 2)  # (b, n, c*p*p)
+            variants = [
+                ("F.unfold flattens each window in (channel, row, column) order, the order of the convolution "
+                 "kernel itself; you reordered the kernel to (row, column, channel). Use conv.weight.flatten(1) "
+                 "(shape (D, C*P*P)) as it is.",
+                 lambda: windows @ rearrange(conv.weight, "d c p1 p2 -> d (p1 p2 c)").T + conv.bias),
+                ("the bias is missing: add conv.bias after the matrix product.",
+                 lambda: windows @ conv.weight.flatten(1).T),
+            ]
+            _diagnose(got, conv(images).flatten(2).transpose(1, 2), variants, what)
+
+    one(3, 12, 4, 4, 10)
+    _other_sizes("kernel 4, stride 4 (patches)", "kernel 4, stride 2 (overlapping windows), 2 channels",
+                 lambda: one(2, 10, 4, 2, 6))
+    _passed("check_unfold_embedding", "equals the convolution for non-overlapping and overlapping windows")
 
 
 def _randomise(module: nn.Module, gen: torch.Generator) -> None:
@@ -646,3 +871,90 @@ def check_vit_forward(cls: Callable[..., nn.Module], device=None) -> None:
         _diagnose(got, ref(images), variants, what)
     _passed("check_vit_forward", "logits match vitedu.VisionTransformer ([CLS] first, positions added, final norm)")
 
+
+
+# ----------------------------------------------------------------------------------------------------
+# A3: the training step
+
+
+def _tiny_classifier(gen: torch.Generator, device: torch.device) -> nn.Module:
+    """A small MLP on 8x8 images (its weights drawn from ``gen``): the check needs a model, not a ViT."""
+    model = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.GELU(), nn.Linear(16, 10))
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(torch.randn(param.shape, generator=gen) * 0.3)
+    return model.to(device)
+
+
+def _reference_epoch(model: nn.Module, batches: list, lr: float, zero_grad: bool = True,
+                     step: bool = True) -> list[float]:
+    """The reference training epoch (SGD), with switchable mistakes; returns each batch's mean loss."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for images, labels in batches:
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        if zero_grad:
+            optimizer.zero_grad()
+        loss.backward()
+        if step:
+            optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def check_train_epoch(train_epoch: Callable[..., float], device=None) -> None:
+    """Check ``train_epoch(model, batches, optimizer) -> float``: training mode, one optimizer step per batch
+    (zero_grad, backward, step), and the mean loss per *image* over the epoch.
+
+    The check compares the parameters after one epoch of plain SGD with a reference epoch, starting from the
+    same weights, and hands the model over in eval mode (as after an evaluation) to see that training mode
+    is switched on.
+    """
+    device, gen, what = _device(device), torch.Generator().manual_seed(13), "train_epoch(model, batches, optimizer)"
+    model = _tiny_classifier(gen, device)
+    sizes = (8, 8, 5)  # the last batch is smaller, so a plain mean of batch losses is visibly wrong
+    batches = [(_randn(gen, n, 1, 8, 8, device=device), torch.randint(0, 10, (n,), generator=gen).to(device))
+               for n in sizes]
+    start = {name: p.detach().clone() for name, p in model.state_dict().items()}
+
+    def trained(**mistake: bool) -> tuple[list[float], list[Tensor]]:
+        ref = _tiny_classifier(torch.Generator(), device)
+        ref.load_state_dict(start)
+        losses = _reference_epoch(ref, batches, lr=0.5, **mistake)
+        return losses, [p.detach() for p in ref.parameters()]
+
+    model.eval()  # as after evaluate(): train_epoch must switch training mode back on
+    loss = _run(train_epoch, model, batches, torch.optim.SGD(model.parameters(), lr=0.5), what=what)
+    if not model.training:
+        raise CheckFailed(
+            f"{what} left the model in eval mode: call model.train() at its start. After an evaluation the "
+            "model is in eval mode, where dropout, stochastic depth and batch-norm statistics behave as at test "
+            "time; training in that mode silently trains a different model.")
+    if isinstance(loss, Tensor):
+        raise CheckFailed(f"{what} returned a tensor; return a Python float (loss.item()), so that the "
+                          "history does not keep every batch's computation graph alive.")
+    if not isinstance(loss, (float, int)):
+        raise CheckFailed(f"{what} should return the mean loss as a float, but returned {type(loss).__name__}.")
+    params = [p.detach() for p in model.parameters()]
+
+    def same(other: list[Tensor]) -> bool:
+        return all(_close(a, b) for a, b in zip(params, other))
+
+    losses, expected = trained()
+    if not same(expected):
+        if all(torch.equal(a, b) for a, b in zip(params, start.values())):
+            raise CheckFailed(f"{what} did not change the weights: call optimizer.step() after loss.backward().")
+        if same(trained(zero_grad=False)[1]):
+            raise CheckFailed(
+                f"{what}: the gradients accumulate from batch to batch: call optimizer.zero_grad() before "
+                "loss.backward() (PyTorch adds new gradients to the old ones).")
+        raise CheckFailed(f"{what}: after one epoch the weights differ from those of a reference epoch (one "
+                          "zero_grad, backward, step per batch, with F.cross_entropy on the model's logits).")
+    per_image = sum(value * n for value, n in zip(losses, sizes)) / sum(sizes)
+    if abs(loss - per_image) > 1e-4:
+        if abs(loss - sum(losses) / len(losses)) < 1e-4:
+            raise CheckFailed(
+                f"{what} returned the mean of the batch losses ({loss:.4f}); the last batch is smaller, so weight "
+                f"each batch by its size: sum(loss * len(labels)) / number of images = {per_image:.4f}.")
+        raise CheckFailed(f"{what} returned {loss:.4f}; the mean training loss per image is {per_image:.4f}.")
+    _passed("check_train_epoch", "training mode, one step per batch, mean loss per image")

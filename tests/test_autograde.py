@@ -1,0 +1,184 @@
+"""nbgrader's real pipeline on planted mistakes: each mistake costs only the points of the part it is in.
+
+For every assignment this builds a course directory in a temporary folder (the instructor copy written by
+``tools/make_assignments.py --course-dir``), runs ``nbgrader generate_assignment``, hands in one
+"student" submission per planted mistake (the student version with the model solution filled in and
+one line changed), runs ``nbgrader autograde`` once for all of them, and reads the per-cell scores from
+nbgrader's gradebook. A mistake in part n must cost exactly part n's points: the hidden tests of later
+parts run on the reference versions of the earlier parts (``vitedu.grading.reference_parts``).
+
+One autograde run per assignment (every submission of it in one batch) keeps this to a few minutes;
+A3, which trains for a minute per submission, gets one submission with a mistake in each of two parts.
+There is no all-correct submission: every part keeps its full points in most submissions already.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "notebooks" / "assignments" / "source"
+
+# student -> (assignment, [(solution cell, a line of the model solution, the line with the planted mistake)],
+#             the graded cells that must lose their points; every other graded cell keeps all of them)
+SUBMISSIONS = {
+    "a1_softmax_axis": ("a1_attention", [("attention_weights", "return logits.softmax(dim=-1)",
+                                          "return logits.softmax(dim=-2)")], {"test_attention_weights"}),
+    "a1_hardcoded_dk": ("a1_attention", [("attention_weights", "d_k = q.shape[-1]", "d_k = 8")],
+                        {"test_attention_weights"}),
+    "a1_naive_softmax": ("a1_attention", [("attention_weights", "return logits.softmax(dim=-1)",
+                                           "return logits.exp() / logits.exp().sum(dim=-1, keepdim=True)")],
+                         {"test_attention_weights"}),
+    "a1_transposed_weights": ("a1_attention", [("attention", "return attention_weights(q, k) @ v",
+                                                "return attention_weights(q, k).transpose(-2, -1) @ v")],
+                              {"test_attention"}),
+    "a1_mask_ignored": ("a1_attention", [("masked_attention", 'logits = logits.masked_fill(~mask, float("-inf"))',
+                                          "logits = logits")], {"test_masked_attention"}),
+    "a1_qk_swapped": ("a1_attention", [("single_head", "q, k, v = x @ w_q, x @ w_k, x @ w_v",
+                                        "q, k, v = x @ w_k, x @ w_q, x @ w_v")], {"test_single_head"}),
+    "a1_head_width": ("a1_attention", [("split_heads", "x = x.reshape(batch, tokens, num_heads, dim // num_heads)",
+                                        "x = x.reshape(batch, tokens, dim // num_heads, num_heads)")],
+                      {"test_split_heads"}),
+    "a1_interleaved_merge": ("a1_attention", [("merge_heads", "return x.transpose(1, 2).reshape(",
+                                               "return x.permute(0, 2, 3, 1).reshape(")], {"test_merge_heads"}),
+    "a1_sqrt_D_in_module": ("a1_attention", [("multi_head_attention",
+                                              "return self.proj(merge_heads(attention(q, k, v)))",
+                                              "logits = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])\n"
+                                              "        return self.proj(merge_heads(logits.softmax(dim=-1) @ v))")],
+                            {"test_multi_head_attention"}),
+    "a2_column_major": ("a2_patches_to_vit", [("patchify", "x = x.permute(0, 2, 4, 3, 5, 1)",
+                                               "x = x.permute(0, 4, 2, 3, 5, 1)")], {"test_patchify"}),
+    "a2_unfold_kernel_order": ("a2_patches_to_vit", [("unfold_embedding", "weight = conv.weight.flatten(1)",
+                                                      "weight = conv.weight.permute(0, 2, 3, 1).flatten(1)")],
+                               {"test_unfold_embedding"}),
+    "a2_no_bias": ("a2_patches_to_vit", [("patch_embedding", "return self.proj(patchify(images, self.patch_size))",
+                                          "return patchify(images, self.patch_size) @ self.proj.weight.T")],
+                   {"test_patch_embedding"}),
+    "a2_norm1_twice": ("a2_patches_to_vit", [("encoder_block", "x = x + self.mlp(self.norm2(x))",
+                                              "x = x + self.mlp(self.norm1(x))")], {"test_encoder_block"}),
+    "a2_no_positions": ("a2_patches_to_vit", [("vit_forward", "x = torch.cat([cls, x], dim=1) + self.pos_embed",
+                                               "x = torch.cat([cls, x], dim=1)")], {"test_vit_forward"}),
+    # A3 trains for about a minute per submission, so its two mistakes (in two parts) share one submission.
+    "a3_no_train_no_eval_mode": ("a3_training", [("train_epoch", "model.train()", "pass  # model.train() forgotten"),
+                                                 ("evaluate", "model.eval()", "pass  # model.eval() forgotten")],
+                                 {"test_train_epoch", "test_evaluate"}),
+}
+ASSIGNMENTS = sorted({assignment for assignment, _, _ in SUBMISSIONS.values()})
+
+
+def _load_tool():
+    spec = importlib.util.spec_from_file_location("make_assignments", ROOT / "tools" / "make_assignments.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _grade_id(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _model_solution(source_cell) -> str:
+    """The instructor's solution cell without the BEGIN/END SOLUTION lines: what a good student writes."""
+    return "\n".join(line for line in source_cell.source.splitlines() if not re.search(r"(BEGIN|END) SOLUTION", line))
+
+
+def _submission(release: Path, source: Path, edits: list[tuple[str, str, str]]):
+    """The student version with every solution filled in, and the planted mistakes put in."""
+    solutions = {_grade_id(c): c for c in nbformat.read(source, as_version=4).cells
+                 if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = nbformat.read(release, as_version=4)
+    for cell in nb.cells:
+        if _grade_id(cell) in solutions:
+            cell.source = _model_solution(solutions[_grade_id(cell)])
+            for cell_id, old, new in edits:
+                if _grade_id(cell) == cell_id:
+                    assert cell.source.count(old) == 1, f"{old!r} must occur once in the solution of {cell_id}"
+                    cell.source = cell.source.replace(old, new)
+    return nb
+
+
+def _env() -> dict[str, str]:
+    """This environment, with its bin folder on PATH (nbgrader runs `alembic`) and this checkout's vitedu."""
+    def prepend(first: str, rest: str | None) -> str:
+        return os.pathsep.join(filter(None, [first, rest]))
+
+    return {**os.environ, "PATH": prepend(str(Path(sys.executable).parent), os.environ.get("PATH")),
+            "PYTHONPATH": prepend(str(ROOT), os.environ.get("PYTHONPATH"))}
+
+
+def _nbgrader(course: Path, *args: str) -> None:
+    env = _env()
+    result = subprocess.run([sys.executable, "-m", "nbgrader", *args, "--force"], cwd=course, env=env,
+                            capture_output=True, text=True, timeout=900)
+    log = f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{log}"
+
+
+@pytest.fixture(scope="module")
+def scores(tmp_path_factory) -> dict[str, dict[str, tuple[float, float]]]:
+    """student -> {graded cell: (score, max score)}, from nbgrader's gradebook after autograde."""
+    from nbgrader.api import Gradebook
+
+    course = tmp_path_factory.mktemp("course")
+    (course / "nbgrader_config.py").write_text(
+        "c = get_config()\n"
+        "c.CourseDirectory.course_id = 'vitedu'\n"
+        "c.Execute.timeout = 600\n"  # A3 trains for about a minute in one cell
+    )
+    _load_tool().course_copy(course, seed=0)  # the instructor copy, as `make assignments COURSE_DIR=...` writes it
+    for assignment in ASSIGNMENTS:
+        _nbgrader(course, "generate_assignment", assignment)
+        release = course / "release" / assignment / f"{assignment}.ipynb"
+        for student, (name, edits, _) in SUBMISSIONS.items():
+            if name == assignment:
+                target = course / "submitted" / student / assignment / f"{assignment}.ipynb"
+                target.parent.mkdir(parents=True)
+                nbformat.write(_submission(release, SOURCE / name / f"{name}.ipynb", edits), target)
+        _nbgrader(course, "autograde", assignment)
+    result, path = {}, os.environ.get("PATH")
+    os.environ["PATH"] = _env()["PATH"]  # opening the gradebook runs `alembic` too
+    try:
+        gradebook = Gradebook(f"sqlite:///{course / 'gradebook.db'}")
+    finally:
+        os.environ["PATH"] = path if path is not None else os.defpath
+    with gradebook:
+        for student, (assignment, _, _) in SUBMISSIONS.items():
+            notebook = gradebook.find_submission_notebook(assignment, assignment, student)
+            result[student] = {grade.name: (grade.score, grade.max_score) for grade in notebook.grades
+                               if grade.cell.cell_type == "code" and not grade.needs_manual_grade
+                               and grade.name.startswith("test_")}
+    for student, parts in result.items():  # the table of the report (shown with pytest -s)
+        print(f"{student:24s}", "  ".join(f"{name[5:]} {score:g}/{top:g}" for name, (score, top) in parts.items()))
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", SUBMISSIONS)
+def test_a_planted_mistake_costs_only_the_points_of_its_part(student, scores):
+    assignment, _, losing = SUBMISSIONS[student]
+    got = scores[student]
+    source = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
+    tests = {_grade_id(c) for c in source.cells if _grade_id(c) and _grade_id(c).startswith("test_")}
+    assert set(got) == tests, f"autograde scored {sorted(got)}, the source has {sorted(tests)}"
+    lost = {name for name, (score, top) in got.items() if score < top}
+    assert lost == losing, f"{student}: expected to lose exactly {sorted(losing)}, lost {sorted(lost)}: {got}"
+    for name in losing:
+        assert got[name][0] == 0, f"{student}: {name} should score 0, got {got[name]}"
+
+
+@pytest.mark.slow
+def test_the_planted_mistakes_cover_every_part_of_a1_and_a2(scores):
+    """Each autograded part of A1 and A2 has a mistake planted in it (so no-cascade is shown for every one)."""
+    for assignment in ("a1_attention", "a2_patches_to_vit"):
+        source = nbformat.read(SOURCE / assignment / f"{assignment}.ipynb", as_version=4)
+        tests = {_grade_id(c) for c in source.cells if _grade_id(c) and _grade_id(c).startswith("test_")}
+        planted = set().union(*(losing for name, *_, losing in SUBMISSIONS.values() if name == assignment))
+        assert tests == planted, f"no planted mistake in {sorted(tests - planted)}"

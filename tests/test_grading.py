@@ -1,0 +1,58 @@
+"""vitedu.grading: the reference parts agree with vitedu and with the checks, and reference_parts swaps a
+notebook's functions for exactly the duration of the block."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import vitedu
+from vitedu.checks import (
+    check_attention,
+    check_attention_weights,
+    check_masked_attention,
+    check_multi_head_merge,
+    check_multi_head_split,
+    check_patchify,
+)
+from vitedu.grading import REFERENCE_PARTS, reference_parts
+
+
+def test_every_reference_passes_its_own_check(capsys):
+    check_attention_weights(REFERENCE_PARTS["attention_weights"], device="cpu")
+    check_attention(REFERENCE_PARTS["attention"], device="cpu")
+    check_masked_attention(REFERENCE_PARTS["masked_attention"], device="cpu")
+    check_multi_head_split(REFERENCE_PARTS["split_heads"], device="cpu")
+    check_multi_head_merge(REFERENCE_PARTS["merge_heads"], device="cpu")
+    check_patchify(REFERENCE_PARTS["patchify"], device="cpu")
+    assert capsys.readouterr().out.count("✓") == 6
+    logits = torch.tensor([[2.0, 1.0], [0.0, 3.0], [1.0, 0.0]])
+    assert REFERENCE_PARTS["accuracy"](logits, torch.tensor([0, 1, 1])) == pytest.approx(2 / 3)
+
+
+def test_a_later_part_is_graded_on_the_reference_earlier_part():
+    def attention_weights(q, k):  # the student's part 1, with the softmax over the wrong axis
+        return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-2)
+
+    namespace = {"attention_weights": attention_weights}
+    exec("def attention(q, k, v):\n    return attention_weights(q, k) @ v", namespace)  # the student's part 2
+    q, k, v = (torch.randn(2, 5, 4) for _ in range(3))
+    expected, _ = vitedu.scaled_dot_product_attention(q, k, v)
+    assert not torch.allclose(namespace["attention"](q, k, v), expected, atol=1e-5)  # the cascade
+    with reference_parts(namespace, "attention_weights"):
+        assert torch.allclose(namespace["attention"](q, k, v), expected, atol=1e-5)
+    assert namespace["attention_weights"] is attention_weights  # the student's version is back
+
+
+def test_the_student_versions_come_back_after_a_failure_and_missing_names_stay_missing():
+    namespace = {"split_heads": "student"}
+    with pytest.raises(AssertionError), reference_parts(namespace, "split_heads", "merge_heads"):
+        assert namespace["merge_heads"] is REFERENCE_PARTS["merge_heads"]
+        raise AssertionError("a failing hidden test")
+    assert namespace == {"split_heads": "student"}
+
+
+def test_an_unknown_part_is_an_error_that_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"no reference implementation for \['softmax'\].*attention_weights"):
+        with reference_parts({}, "softmax"):
+            pass

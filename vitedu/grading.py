@@ -1,0 +1,93 @@
+"""Fair grading: each graded part of an assignment is tested on top of *reference* earlier parts.
+
+    with reference_parts(globals(), "attention_weights"):   # in the graded cell of part 2
+        check_attention(attention)
+
+A student's ``attention`` calls their own ``attention_weights``. Tested as it is, one wrong line in part 1
+would fail every later part too (a cascade: a softmax over the wrong axis once cost 16 of 20 points).
+Inside ``reference_parts`` the notebook's names of the earlier parts point to the reference versions
+below, so the later part is graded on its own code alone; on leaving the block the student's versions
+are put back, whatever happened inside. This is nbgrader's recommended practice for dependent parts.
+
+The references are thin wrappers around ``vitedu`` (nothing here that the book does not already show).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from einops import rearrange
+from torch import Tensor
+
+from .attention import scaled_dot_product_attention
+from .patching import patchify
+
+__all__ = ["REFERENCE_PARTS", "reference_parts"]
+
+
+def _attention_weights(q: Tensor, k: Tensor) -> Tensor:
+    """(..., queries, d_k), (..., keys, d_k) -> (..., queries, keys)"""
+    return (q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5).softmax(dim=-1)
+
+
+def _attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    """(..., queries, d_k), (..., keys, d_k), (..., keys, d_v) -> (..., queries, d_v)"""
+    return scaled_dot_product_attention(q, k, v)[0]
+
+
+def _masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    """Attention where ``mask`` (True = may attend) is broadcastable to (..., queries, keys)."""
+    return scaled_dot_product_attention(q, k, v, mask=mask)[0]
+
+
+def _split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """(batch, tokens, dim) -> (batch, heads, tokens, dim // heads)"""
+    return rearrange(x, "b t (h d) -> b h t d", h=num_heads)
+
+
+def _merge_heads(x: Tensor) -> Tensor:
+    """(batch, heads, tokens, head_dim) -> (batch, tokens, heads * head_dim)"""
+    return rearrange(x, "b h t d -> b t (h d)")
+
+
+def _accuracy(logits: Tensor, labels: Tensor) -> float:
+    """logits (batch, classes), labels (batch,) -> fraction of correct predictions"""
+    return (logits.argmax(dim=-1) == labels).float().mean().item()
+
+
+# The name each part has in the assignment notebooks -> its reference implementation.
+REFERENCE_PARTS: dict[str, Callable[..., Any]] = {
+    "attention_weights": _attention_weights,
+    "attention": _attention,
+    "masked_attention": _masked_attention,
+    "split_heads": _split_heads,
+    "merge_heads": _merge_heads,
+    "patchify": patchify,
+    "accuracy": _accuracy,
+}
+
+_MISSING = object()
+
+
+@contextmanager
+def reference_parts(namespace: dict[str, Any], *names: str) -> Iterator[None]:
+    """Within the block, ``namespace[name]`` is the reference implementation for every name given.
+
+    ``namespace`` is the notebook's ``globals()``: functions defined there look their helpers up in it
+    at call time, so a student's ``attention`` then calls the reference ``attention_weights``.
+    """
+    unknown = [name for name in names if name not in REFERENCE_PARTS]
+    if unknown:
+        raise ValueError(f"no reference implementation for {unknown}; known parts: {sorted(REFERENCE_PARTS)}")
+    saved = {name: namespace.get(name, _MISSING) for name in names}
+    namespace.update({name: REFERENCE_PARTS[name] for name in names})
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is _MISSING:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+
