@@ -121,3 +121,28 @@ def test_loader_draws_fresh_canvases_each_epoch_and_is_seeded():
     second = torch.cat([x for x, _ in loader])
     assert len(loader) == 4 and first.shape == (100, 1, C.CANVAS_SIZE, C.CANVAS_SIZE)
     assert torch.equal(first, again) and not torch.equal(first, second)
+
+
+def test_loader_augments_the_digit_pool_before_drawing_canvases():
+    digits, labels = D.load_digits()["train"]
+    # An augment that erases every digit leaves nothing on the canvas: proof it acts on the pool (digit and clutter).
+    erased = C.ClutteredLoader(digits, labels, 64, 64, augment=lambda d, g: torch.zeros_like(d))
+    images, _ = next(iter(erased))
+    assert torch.allclose(images, torch.full_like(images, -C.CLUTTERED_MEAN[0] / C.CLUTTERED_STD[0]))
+    # The real one (a shift of up to one pixel) is seeded like the rest: same (seed, epoch), same canvases.
+    shifted = [C.ClutteredLoader(digits, labels, 64, 64, augment=D.digits_augment) for _ in range(2)]
+    plain = next(iter(C.ClutteredLoader(digits, labels, 64, 64)))[0]
+    a, b = (next(iter(loader))[0] for loader in shifted)
+    assert torch.equal(a, b) and not torch.equal(a, plain)
+
+
+def test_cluttered_preset_accepts_only_its_own_augmentations():
+    from dataclasses import replace
+
+    from vitedu import train as T
+
+    config = T.PRESETS["cluttered_digits"]
+    loaders = T.cluttered_loaders(replace(config, augment="digits"), torch.device("cpu"))
+    assert loaders["train"].augment is D.digits_augment
+    with pytest.raises(ValueError, match="augment 'none' or 'digits'"):
+        T.cluttered_loaders(replace(config, augment="cifar"), torch.device("cpu"))

@@ -33,7 +33,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .data import DIGITS_MAX, load_digits
+from .data import DIGITS_MAX, Augment, load_digits
 
 CANVAS_SIZE = 32  # 32x32 = 1,024 pixels; the 8x8 digit cell covers 6.25 % of it
 FRAGMENT_SIZE = 4  # each piece of clutter is a 4x4 crop of another digit
@@ -184,15 +184,19 @@ class ClutteredLoader:
     A fixed training set of canvases would let a model memorise them; drawing new ones every epoch is
     data augmentation for free (the digits stay the same 1,259 training digits). Like
     :class:`vitedu.data.TensorLoader`, ``set_epoch(e)`` makes the canvases depend only on (seed, epoch),
-    so a resumed run sees the same batches as an uninterrupted one.
+    so a resumed run sees the same batches as an uninterrupted one. ``augment`` (e.g.
+    :func:`vitedu.data.digits_augment`) transforms the pool of 8x8 digits before each epoch's canvases are
+    drawn, so the digit varies *inside* its cell too; the boxes follow the augmented ink.
     """
 
     def __init__(
         self, digits: Tensor, labels: Tensor, num_images: int, batch_size: int,
         mean: tuple[float, ...] = CLUTTERED_MEAN, std: tuple[float, ...] = CLUTTERED_STD,
-        device: torch.device | str = "cpu", seed: int = 0, **generator_kwargs: int,
+        device: torch.device | str = "cpu", seed: int = 0, augment: Optional[Augment] = None,
+        **generator_kwargs: int,
     ) -> None:
         self.digits, self.labels = digits.float() / DIGITS_MAX, labels  # (M, 1, 8, 8) in [0, 1], (M,)
+        self.augment = augment
         self.num_images, self.batch_size, self.generator_kwargs = num_images, batch_size, generator_kwargs
         self.device, self.seed, self.epoch = torch.device(device), seed, 0
         self.mean, self.std = mean[0], std[0]
@@ -205,7 +209,8 @@ class ClutteredLoader:
 
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        images, labels, _ = make_cluttered(self.digits, self.labels, self.num_images, generator,
+        digits = self.digits if self.augment is None else self.augment(self.digits, generator)  # (M, 1, 8, 8)
+        images, labels, _ = make_cluttered(digits, self.labels, self.num_images, generator,
                                            **self.generator_kwargs)  # drawn in random order already
         images = (images - self.mean) / self.std
         for i in range(len(self)):

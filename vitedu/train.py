@@ -197,9 +197,10 @@ def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.Tenso
 
 def cluttered_loaders(config: TrainConfig, device: torch.device) -> dict[str, Any]:
     """Cluttered digits: fresh training canvases every epoch, fixed val and test canvases (vitedu.cluttered)."""
-    if config.train_fraction != 1 or config.augment != "none":
-        raise ValueError("cluttered_digits draws new canvases every epoch (its own augmentation): use "
-                         f"augment='none' and train_fraction=1, got {config.augment!r} and {config.train_fraction}")
+    if config.train_fraction != 1 or config.augment not in ("none", "digits"):
+        raise ValueError("cluttered_digits draws new canvases every epoch, and can shift each digit inside its cell "
+                         f"(augment='digits'): use augment 'none' or 'digits' and train_fraction=1, got "
+                         f"{config.augment!r} and {config.train_fraction}")
     splits = D.load_digits()
     train = splits["train"]
     if config.train_on_val:
@@ -207,7 +208,8 @@ def cluttered_loaders(config: TrainConfig, device: torch.device) -> dict[str, An
     common = dict(mean=C.CLUTTERED_MEAN, std=C.CLUTTERED_STD, device=device)
     fixed = {name: C.load_cluttered_digits(name)[:2] for name in ("val", "test")}
     return {
-        "train": C.ClutteredLoader(*train, C.CLUTTERED_SIZES["train"], config.batch_size, seed=config.seed, **common),
+        "train": C.ClutteredLoader(*train, C.CLUTTERED_SIZES["train"], config.batch_size, seed=config.seed,
+                                   augment=D.AUGMENTATIONS[config.augment], **common),
         **{name: D.TensorLoader(*fixed[name], 500, max_value=1.0, **common) for name in fixed},
     }
 
