@@ -9,6 +9,7 @@ import torch
 from vitedu import VisionTransformer
 from vitedu.interpret import (
     attention_rollout,
+    box_coverage,
     cls_attention,
     mass_in_boxes,
     mean_attention_distance,
@@ -200,3 +201,20 @@ def test_mass_in_boxes_by_hand():
     torch.testing.assert_close(mass_in_boxes(torch.eye(16)[:1], half, 4, 4), torch.tensor([0.5]))
     with pytest.raises(ValueError, match="one box per image"):
         mass_in_boxes(uniform, boxes[:2], 4, 4)
+
+
+def test_box_coverage_by_hand():
+    boxes = torch.tensor([[2, 2, 8, 6], [0, 0, 4, 2]])  # on a 4x4 grid of 4x4-pixel patches
+    cover = box_coverage(boxes, 4, 4).reshape(2, 4, 4)
+    # Box 1 spans rows 2-9 and columns 2-7: patch rows 0 and 2 half inside, row 1 fully; columns 0 half, 1 fully.
+    expected = torch.zeros(4, 4)
+    expected[:3, :2] = torch.tensor([[0.25, 0.5], [0.5, 1.0], [0.25, 0.5]])
+    torch.testing.assert_close(cover[0], expected)
+    assert cover[1, 0, 0] == 0.5 and cover[1].sum() == 0.5  # the left half of patch (0, 0) only
+    # Every row of an attention map at once: the share of each query's attention on the box.
+    maps = torch.softmax(torch.randn(2, 16, 16), dim=-1)  # (batch, queries, keys)
+    per_query = (maps * box_coverage(boxes, 4, 4)[:, None, :]).sum(-1)  # (batch, queries)
+    by_rows = mass_in_boxes(maps.flatten(0, 1), boxes.repeat_interleave(16, dim=0), 4, 4).reshape(2, 16)
+    torch.testing.assert_close(per_query, by_rows)
+    with pytest.raises(ValueError, match=r"\(batch, 4\)"):
+        box_coverage(torch.tensor([1, 2, 3, 4]), 4, 4)

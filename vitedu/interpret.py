@@ -144,7 +144,8 @@ def patch_embed_components(model_or_weight: nn.Module | Tensor, num_components: 
     the D filters as D samples: subtract the mean filter, take the SVD  W - mean = U S V^T; the rows of V^T
     are the directions (patch-shaped images) along which the filters vary most, and S^2 / sum(S^2) is the
     share of the variance each one explains. The sign of a component is arbitrary; we fix it so that its
-    largest-magnitude pixel is positive. Trained ViTs show smooth, low-frequency "basis functions" here.
+    largest-magnitude pixel (the first one, row by row, if several tie) is positive. Trained ViTs show smooth,
+    low-frequency "basis functions" here.
     """
     weight = model_or_weight.patch_embed.proj.weight if isinstance(model_or_weight, nn.Module) else model_or_weight
     if not isinstance(weight, Tensor) or weight.dim() != 4:
@@ -160,7 +161,10 @@ def patch_embed_components(model_or_weight: nn.Module | Tensor, num_components: 
     if not 1 <= k <= vh.shape[0]:
         raise ValueError(f"num_components must be between 1 and {vh.shape[0]} (min(dim, C*P*P)), got {k}")
     vh = vh[:k]
-    signs = torch.sign(vh.gather(1, vh.abs().argmax(dim=1, keepdim=True)))  # (k, 1)
+    # The first pixel (row by row) whose magnitude is the largest, up to rounding: ties are common (e.g. a
+    # checkerboard), and a plain argmax would pick among them by rounding noise.
+    largest = vh.abs() >= vh.abs().amax(dim=1, keepdim=True) * (1 - 1e-9)  # (k, pixels)
+    signs = torch.sign(vh.gather(1, largest.double().argmax(dim=1, keepdim=True)))  # (k, 1)
     ratio = singular**2 / (singular**2).sum()
     return (vh * signs).reshape(k, channels, ph, pw).to(weight.dtype), ratio[:k].to(weight.dtype)
 
@@ -206,28 +210,51 @@ def token_map_to_image(values: Tensor, grid_size: int | tuple[int, int], patch_s
     return grid.repeat_interleave(patch_size, dim=-2).repeat_interleave(patch_size, dim=-1)
 
 
+def box_coverage(boxes: Tensor, grid_size: int | tuple[int, int], patch_size: int) -> Tensor:
+    """Share of each patch's pixels that lie inside a box of pixels, one box per image.
+
+    boxes (batch, 4) as (top, left, height, width) in pixels -> (batch, num_patches), values in [0, 1]
+
+    A patch entirely inside the box gets 1, a patch half inside 0.5, a patch outside 0. Multiplying a
+    per-patch distribution by this and summing gives the share of it that falls in the box
+    (:func:`mass_in_boxes`); it works for any map over the patches, e.g. every row of a patch-to-patch
+    attention map at once.
+    """
+    if boxes.dim() != 2 or boxes.shape[-1] != 4:
+        raise ValueError(f"expected boxes of shape (batch, 4) as (top, left, height, width), got {tuple(boxes.shape)}")
+    grid_h, grid_w = _pair(grid_size)
+    top, left, height, width = boxes.unbind(-1)  # (batch,) each
+    starts_y = torch.arange(grid_h, device=boxes.device) * patch_size  # (grid_h,) first pixel row of each patch
+    starts_x = torch.arange(grid_w, device=boxes.device) * patch_size  # (grid_w,)
+    # Overlap of [start, start + P) with [top, top + height) along each axis, in pixels.
+    rows = ((starts_y + patch_size).minimum((top + height)[:, None]) - starts_y.maximum(top[:, None])).clamp(min=0)
+    cols = ((starts_x + patch_size).minimum((left + width)[:, None]) - starts_x.maximum(left[:, None])).clamp(min=0)
+    inside = rows[:, :, None] * cols[:, None, :] / patch_size**2  # (batch, grid_h, grid_w)
+    return inside.flatten(1).float()  # (batch, num_patches), patches row by row
+
+
 def mass_in_boxes(values: Tensor, boxes: Tensor, grid_size: int | tuple[int, int], patch_size: int) -> Tensor:
     """Share of a per-patch distribution that falls inside a box of pixels, one box per image.
 
     values (batch, num_patches), boxes (batch, 4) as (top, left, height, width) in pixels -> (batch,)
 
-    Each patch's weight is spread evenly over its P x P pixels, so a patch half inside the box counts half.
-    A uniform distribution gives exactly the box's share of the image, height * width / (H * W): the
-    baseline that a map "looking at the object" must beat.
+    Each patch's weight is spread evenly over its P x P pixels, so a patch half inside the box counts half
+    (:func:`box_coverage`). A uniform distribution gives exactly the box's share of the image,
+    height * width / (H * W): the baseline that a map "looking at the object" must beat.
     """
     if boxes.dim() != 2 or boxes.shape[-1] != 4 or boxes.shape[0] != values.shape[0]:
         raise ValueError(
             f"expected one box per image, (batch={values.shape[0]}, 4) as (top, left, height, width), "
             f"got {tuple(boxes.shape)}"
         )
-    pixels = token_map_to_image(values, grid_size, patch_size) / patch_size**2  # (batch, H, W)
-    rows = torch.arange(pixels.shape[-2], device=values.device)
-    cols = torch.arange(pixels.shape[-1], device=values.device)
-    top, left, height, width = boxes.to(values.device).unbind(-1)
-    in_rows = (rows >= top[:, None]) & (rows < (top + height)[:, None])  # (batch, H)
-    in_cols = (cols >= left[:, None]) & (cols < (left + width)[:, None])  # (batch, W)
-    inside = in_rows[:, :, None] & in_cols[:, None, :]  # (batch, H, W)
-    return (pixels * inside).sum(dim=(-2, -1)) / pixels.sum(dim=(-2, -1))
+    grid_h, grid_w = _pair(grid_size)
+    if values.shape[-1] != grid_h * grid_w:
+        raise ValueError(
+            f"expected {grid_h * grid_w} values per map (a {grid_h}x{grid_w} grid, prefix tokens removed), "
+            f"got {values.shape[-1]}; use cls_attention(...) to get one value per patch"
+        )
+    coverage = box_coverage(boxes.to(values.device), grid_size, patch_size)  # (batch, num_patches)
+    return (values * coverage).sum(dim=-1) / values.sum(dim=-1)
 
 
 def show_overlay(ax, image: Tensor, heat: Tensor, vmax: float | None = None, alpha: float = 0.6, title: str = ""):
@@ -249,6 +276,6 @@ def show_overlay(ax, image: Tensor, heat: Tensor, vmax: float | None = None, alp
 
 
 __all__ = [
-    "attention_rollout", "cls_attention", "mass_in_boxes", "mean_attention_distance", "patch_distances",
+    "attention_rollout", "box_coverage", "cls_attention", "mass_in_boxes", "mean_attention_distance", "patch_distances",
     "patch_embed_components", "pos_embed_similarity", "show_overlay", "token_map_to_image",
 ]
