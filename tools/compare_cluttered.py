@@ -1,11 +1,12 @@
 """ViT vs a small CNN on cluttered digits: the same data, steps, schedule and optimiser, several seeds.
 
-    python tools/compare_cluttered.py --epochs 4 --seeds 0 1 2   # val and test accuracy of each run
+    python tools/compare_cluttered.py --epochs 4 --seeds 0 1 2          # val accuracy of each run
+    python tools/compare_cluttered.py --epochs 4 --seeds 0 1 2 --test   # and test, for the final runs
 
 The ViT is PRESETS["cluttered_digits"] (vitedu.models "vit_cluttered_digits"); the CNN is vitedu.train's
 ConvTeacher, trained by the same loop (train_teacher) on the same fresh canvases, with its own learning rate
-(--cnn-lr). Prints one line per run (val and test) and a mean +- std per model. Choose settings on the val
-column; the test column is for the one final run.
+(--cnn-lr). Prints one line per run and a mean +- std per model. Choose settings on the val accuracy; test
+accuracy is computed and printed only with --test, for the final runs of the chosen settings.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ def main() -> None:
     p.add_argument("--cnn-lr", type=float, default=None, help="peak learning rate of the CNN (default: the ViT's)")
     p.add_argument("--models", nargs="+", default=["vit", "cnn"], choices=["vit", "cnn"])
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--test", action="store_true", help="also measure test accuracy (only for the final runs)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     base = PRESETS["cluttered_digits"]
     base = replace(base, epochs=args.epochs or base.epochs, teacher_epochs=0)
     device = torch.device("cpu")
-    results: dict[str, dict[str, list[float]]] = {m: {"val": [], "test": []} for m in args.models}
+    splits = ("val", "test") if args.test else ("val",)
+    results: dict[str, dict[str, list[float]]] = {m: {split: [] for split in splits} for m in args.models}
     for seed in args.seeds:
         config = replace(base, seed=seed)
         for name in args.models:
@@ -41,16 +44,18 @@ def main() -> None:
             if name == "vit":
                 result = fit(config, device=device, progress=False, log=lambda s: None)
                 model, acc = result.model, {"val": result.history.val_acc[-1], "test": result.test_acc}
+                acc = {split: acc[split] for split in splits}
             else:
                 seed_everything(seed)
                 loaders = make_loaders(config, device)
                 cnn_config = replace(config, teacher_epochs=config.epochs, lr=args.cnn_lr or config.lr)
                 model = train_teacher(cnn_config, loaders, device, log=lambda s: None)
-                acc = {split: evaluate(model, loaders[split])[1] for split in ("val", "test")}
+                acc = {split: evaluate(model, loaders[split])[1] for split in splits}
             for split in acc:
                 results[name][split].append(acc[split])
-            print(f"{name} seed {seed}: {count_parameters(model):,} parameters, val acc {acc['val']:.4f}, "
-                  f"test acc {acc['test']:.4f}, {time.perf_counter() - start:.0f} s", flush=True)
+            scores = ", ".join(f"{split} acc {a:.4f}" for split, a in acc.items())
+            print(f"{name} seed {seed}: {count_parameters(model):,} parameters, {scores}, "
+                  f"{time.perf_counter() - start:.0f} s", flush=True)
     for name, by_split in results.items():
         for split, accs in by_split.items():
             spread = statistics.stdev(accs) if len(accs) > 1 else 0.0
