@@ -68,7 +68,7 @@ clean:
 	rm -rf _build .pytest_cache
 
 # The trained weights shipped in the package (vitedu.create_model("vit_cluttered_digits", pretrained=True)):
-# retrain them with the preset's recipe on the CPU (about 10 minutes on 2 cores; see README, "Shipped model").
+# retrain them with the preset's recipe on the CPU (20-25 minutes on one busy core; see README, "Cluttered digits").
 .PHONY: weights
 weights: venv
 	$(BIN)/python -m vitedu.train --dataset cluttered_digits --threads 2 \
