@@ -24,7 +24,7 @@ help:
 	@echo "make test    ruff + pytest: unit tests, notebooks (nbval), rendered-book tests"
 	@echo "make unit    only the fast unit tests"
 	@echo "make assignments  regenerate the student notebooks from notebooks/assignments/source"
-	@echo "make bench   print attention / model speed and memory numbers"
+	@echo "make bench   vitedu vs timm vs transformers, attention time and memory, bf16 / torch.compile on the digits"
 
 venv: $(VENV)/.installed
 
@@ -57,8 +57,12 @@ test: venv lint book
 assignments: venv
 	$(BIN)/python tools/make_assignments.py $(if $(COURSE_DIR),--course-dir $(COURSE_DIR)) $(if $(COURSE_SEED),--course-seed $(COURSE_SEED))
 
+# BENCH_ARGS passes options to the model comparison, e.g. make bench BENCH_ARGS="--threads 2 --repeats 15";
+# the full digits recipe per precision setting: python benchmarks/bench_precision.py --full
+BENCH_ARGS ?=
 bench: venv
-	$(BIN)/python benchmarks/bench_attention.py
+	$(BIN)/python benchmarks/bench_models.py $(BENCH_ARGS)
+	$(BIN)/python benchmarks/bench_precision.py
 
 constraints: venv
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^vitedu' > constraints.new

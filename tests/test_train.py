@@ -156,11 +156,27 @@ def test_cli_prints_test_accuracy_last(tmp_path, capsys):
     assert (tmp_path / T.MODEL_FILE).exists()
 
 
+def test_bf16_precision_autocasts_on_the_cpu_too():
+    cpu = torch.device("cpu")
+    assert T.autocast_dtype(cpu) is None and T.autocast_dtype(cpu, "fp32") is None  # "auto": as before
+    assert T.autocast_dtype(cpu, "bf16") is torch.bfloat16
+    with pytest.raises(ValueError, match="choose from"):
+        T.autocast_dtype(cpu, "fp16")
+    fp32 = T.fit(replace(TINY, epochs=1), progress=False, log=quiet, device="cpu", precision="fp32")
+    bf16 = T.fit(replace(TINY, epochs=1), progress=False, log=quiet, device="cpu", precision="bf16")
+    assert all(p.dtype == torch.float32 for p in bf16.model.parameters())  # fp32 weights, bf16 products
+    assert not torch.equal(fp32.model.head.weight, bf16.model.head.weight)  # the products were rounded
+    assert torch.allclose(fp32.model.head.weight, bf16.model.head.weight, atol=0.05)
+    auto = T.fit(replace(TINY, epochs=1), progress=False, log=quiet, device="cpu")
+    assert torch.equal(auto.model.head.weight, fp32.model.head.weight)
+
+
 def test_cli_help_explains_every_option(capsys):
     with pytest.raises(SystemExit):
         T.parse_args(["--help"])
     text = capsys.readouterr().out
-    for option in ("--dataset", "--epochs", "--out", "--resume", "--lr", "--augment", "--device"):
+    for option in ("--dataset", "--epochs", "--out", "--resume", "--lr", "--augment", "--device", "--precision",
+                   "--compile"):
         assert option in text
     parser_actions = [a for a in T.build_parser()._actions if a.option_strings and a.dest != "help"]
     assert all(a.help for a in parser_actions)

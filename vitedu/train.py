@@ -2,10 +2,13 @@
 
     python -m vitedu.train --dataset digits              # 8x8 digits, CPU, about a minute
     python -m vitedu.train --dataset cifar10 --out runs/c10   # a GPU and the internet (once)
+    python -m vitedu.train --dataset imagefolder --data-root my_images   # your own images, a folder per class
+    torchrun --nproc_per_node=2 -m vitedu.train --dataset digits   # 2 processes (vitedu.distributed)
 
 The recipe is DeiT's (Touvron et al., 2021) scaled down: AdamW, linear warm-up then cosine decay,
 label smoothing, gradient clipping, weight decay on weight matrices only, data augmentation, and
-mixed precision on CUDA. ``fit`` is the whole story in one function; everything else is a helper.
+mixed precision on CUDA (``precision="bf16"`` also on the CPU). ``fit`` is the whole story in one function;
+everything else is a helper. Under torchrun the same ``fit`` trains one share of every batch per process.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from tqdm.auto import tqdm
 
 from . import cluttered as C
 from . import data as D
-from .models import create_model
+from . import distributed as DDP
+from . import imagefolder as IF
+from .models import MODEL_CONFIGS, VARIANT_CONFIGS, create_model
 from .utils import count_parameters, get_device, seed_everything
 
 
@@ -57,7 +62,7 @@ class TrainConfig:
     train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
     train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
     seed: int = 0
-    data_root: str = "data"  # where CIFAR-10 is cached
+    data_root: str = "data"  # where CIFAR-10 is cached, or the image folder (dataset "imagefolder")
 
 
 PRESETS: dict[str, TrainConfig] = {
@@ -82,6 +87,12 @@ PRESETS: dict[str, TrainConfig] = {
         dataset="cluttered_digits", model="vit_cluttered_digits", model_kwargs={"drop_path_rate": 0.1}, epochs=30,
         batch_size=32, lr=2e-3, warmup_epochs=0.5, weight_decay=0.05, label_smoothing=0.1, augment="none",
         teacher_epochs=4, distill_alpha=0.5, distill_temperature=4.0,
+    ),
+    # Your own images (vitedu.imagefolder): a folder per class, resized to the model's img_size (32 here; pick a
+    # 224 model such as --model vit_tiny_patch16_224 for large photos). A starting point, not a tuned recipe.
+    "imagefolder": TrainConfig(
+        dataset="imagefolder", model="vit_cifar_patch4_32", model_kwargs={"drop_path_rate": 0.1}, epochs=100,
+        batch_size=64, lr=1e-3, warmup_epochs=5, weight_decay=0.05, label_smoothing=0.1, augment="cifar",
     ),
     # Target >= 90 % from scratch on one GPU; not measured here (no internet on the build machine).
     "cifar10": TrainConfig(
@@ -168,16 +179,64 @@ def amp_dtype(device: torch.device) -> Optional[torch.dtype]:
     return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
 
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def autocast_dtype(device: torch.device, precision: str = "auto") -> Optional[torch.dtype]:
+    """The dtype ``torch.autocast`` computes in, or None for plain fp32.
+
+    "auto": mixed precision on CUDA only (``amp_dtype``); "fp32": never; "bf16": bfloat16 on any device,
+    the CPU included (CPUs with AVX-512 BF16 or AMX multiply bf16 matrices several times faster). The
+    weights and the optimizer stay in fp32 either way; only the matrix products run in the lower precision.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose from {PRECISIONS}")
+    if precision == "auto":
+        return amp_dtype(device)
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ValueError("this GPU does not support bfloat16; use precision 'auto' (float16 with loss scaling)")
+    return torch.bfloat16 if precision == "bf16" else None
+
+
+def model_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """The model's full keyword arguments: its named configuration with ``config.model_kwargs`` on top."""
+    named = MODEL_CONFIGS.get(config.model) or VARIANT_CONFIGS.get(config.model, (None, {}))[1]
+    return {**named, **config.model_kwargs}
+
+
+def prepare_config(config: TrainConfig) -> TrainConfig:
+    """Fit the model to the data where only the data can say: an image folder sets the number of classes
+    (its sub-folders) and three input channels (images are read as RGB)."""
+    if config.dataset != "imagefolder":
+        return config
+    classes, _ = IF.find_classes(_image_folder_root(config))
+    return replace(config, model_kwargs={**config.model_kwargs, "num_classes": len(classes), "in_chans": 3})
+
+
+def _image_folder_root(config: TrainConfig) -> Path:
+    root = Path(config.data_root).expanduser()
+    return root / "train" if (root / "train").is_dir() and (root / "val").is_dir() else root
+
+
 def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.TensorLoader]:
-    """Train (shuffled, augmented), val and test loaders for ``config.dataset``."""
+    """Train (shuffled, augmented), val and test loaders for ``config.dataset``.
+
+    Under torchrun each process's loaders hold its share of every batch (vitedu.distributed)."""
     if config.dataset == "cluttered_digits":
+        if DDP.current().distributed:
+            raise ValueError("cluttered_digits draws its canvases in one process; train it without torchrun "
+                             "(multi-process training supports digits, cifar10 and imagefolder)")
         return cluttered_loaders(config, device)
     if config.dataset == "digits":
         splits, mean, std, max_value = D.load_digits(), D.DIGITS_MEAN, D.DIGITS_STD, D.DIGITS_MAX
     elif config.dataset == "cifar10":
         splits, mean, std, max_value = D.load_cifar10(config.data_root), D.CIFAR10_MEAN, D.CIFAR10_STD, 255
+    elif config.dataset == "imagefolder":
+        splits, _ = IF.load_image_folder(config.data_root, model_kwargs(config).get("img_size", 224), config.seed)
+        (mean, std), max_value = IF.channel_stats(splits["train"][0]), 255
     else:
-        raise ValueError(f"unknown dataset {config.dataset!r}; choose 'digits', 'cluttered_digits' or 'cifar10'")
+        raise ValueError(f"unknown dataset {config.dataset!r}; choose 'digits', 'cluttered_digits', 'cifar10' or "
+                         "'imagefolder' (with data_root, your folder of class folders)")
     if config.augment not in D.AUGMENTATIONS:
         raise ValueError(f"unknown augment {config.augment!r}; choose from {sorted(D.AUGMENTATIONS)}")
     train = splits["train"]
@@ -189,7 +248,9 @@ def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.Tenso
         train = (train[0][keep], train[1][keep])
     if config.train_on_val:
         train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
-    common = dict(mean=mean, std=std, max_value=max_value, device=device)
+    process = DDP.current()
+    common = dict(mean=mean, std=std, max_value=max_value, device=device, rank=process.rank,
+                  world_size=process.world_size)
     return {
         "train": D.TensorLoader(*train, config.batch_size, shuffle=True, augment=D.AUGMENTATIONS[config.augment],
                                 seed=config.seed, **common),
@@ -272,6 +333,7 @@ def evaluate(model: nn.Module, loader: D.TensorLoader) -> tuple[float, float]:
         loss_sum += F.cross_entropy(logits, labels, reduction="sum").item()
         correct += (logits.argmax(-1) == labels).sum().item()
         seen += len(labels)
+    loss_sum, correct, seen = DDP.all_sum([loss_sum, correct, seen], next(model.parameters()).device)
     return loss_sum / seen, correct / seen
 
 
@@ -283,11 +345,15 @@ def evaluate(model: nn.Module, loader: D.TensorLoader) -> tuple[float, float]:
 def train_one_epoch(
     model: nn.Module, loader: D.TensorLoader, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
     config: TrainConfig, step: int, total_steps: int, teacher: Optional[nn.Module] = None, progress: bool = False,
-    desc: str = "",
+    desc: str = "", precision: str = "auto",
 ) -> tuple[float, float, float, int]:
-    """One pass over ``loader``; returns (mean loss, accuracy, images per second, next step)."""
+    """One pass over ``loader``; returns (mean loss, accuracy, images per second, next step).
+
+    ``model`` may be wrapped (DistributedDataParallel, torch.compile); the numbers returned are over all
+    processes."""
     model.train()
-    device, dtype = next(model.parameters()).device, amp_dtype(next(model.parameters()).device)
+    device = next(model.parameters()).device
+    dtype = autocast_dtype(device, precision)
     warmup_steps = round(config.warmup_epochs * len(loader))
     loss_sum, correct, seen, start = 0.0, 0, 0, time.perf_counter()
     for images, labels in tqdm(loader, desc=desc, disable=not progress, leave=False):
@@ -325,13 +391,14 @@ def train_one_epoch(
         loss_sum += loss.item() * len(labels)
         correct += (logits.argmax(-1) == labels).sum().item()
         seen += len(labels)
+    loss_sum, correct, seen = DDP.all_sum([loss_sum, correct, seen], device)
     return loss_sum / seen, correct / seen, seen / (time.perf_counter() - start), step
 
 
 def fit(
     config: TrainConfig = PRESETS["digits"], out: str | os.PathLike | None = None, resume: bool = False,
     device: torch.device | str | None = None, progress: Optional[bool] = None, stop_after: Optional[int] = None,
-    log: Callable[[str], None] = print, log_every: int = 1,
+    log: Callable[[str], None] = print, log_every: int = 1, precision: str = "auto", compile: bool = False,
 ) -> Result:
     """Train ``config`` from scratch (or resume the run saved in ``out``) and test the final model.
 
@@ -339,20 +406,37 @@ def fit(
     only in a terminal). ``stop_after=e`` ends after epoch e, as if interrupted; ``resume=True`` carries on
     with the saved config, weights, optimizer state, step and history. ``log`` receives one line every
     ``log_every`` epochs (and for the last one).
+
+    ``precision`` ("auto", "fp32", "bf16"; see ``autocast_dtype``) and ``compile`` (torch.compile the
+    training forward pass) are how the run computes, like ``device``: they are not saved with the config,
+    so pass them again when resuming. Under torchrun (vitedu.distributed) every process calls ``fit``; each
+    trains on its share of every batch, and only rank 0 logs and writes ``out``.
     """
     device = torch.device(device) if device is not None else get_device()
-    progress = sys.stderr.isatty() if progress is None else progress
+    process = DDP.current()
+    if not process.is_main:
+        log = _silent
+    progress = sys.stderr.isatty() and process.is_main if progress is None else progress and process.is_main
     resuming = resume and out is not None and (Path(out) / STATE_FILE).exists()
+    DDP.barrier()  # every process has looked at `out` before rank 0 may write to it
     if resuming:
         config = TrainConfig(**json.loads((Path(out) / STATE_FILE).read_text())["config"])
+    config = prepare_config(config)
+    autocast_dtype(device, precision)  # an unknown precision fails now, not after the teacher's training
     seed_everything(config.seed)
     loaders = make_loaders(config, device)
     model = create_model(config.model, **config.model_kwargs).to(device)
     optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype(device) == torch.float16)
-    teacher = train_teacher(config, loaders, device, out, progress, log) if config.teacher_epochs else None
+    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
+    teacher = (train_teacher(config, loaders, device, out, progress, log, precision) if config.teacher_epochs
+               else None)
     if hasattr(model, "set_distilled_training"):  # DeiT: two outputs in training only when there is a teacher
         model.set_distilled_training(teacher is not None)
+    # DDP averages gradients over processes; a DeiT trained without teacher leaves its [DIST] head unused.
+    trained = DDP.wrap(model, device, find_unused_parameters=hasattr(model, "set_distilled_training") and
+                       teacher is None)
+    if compile:
+        trained = torch.compile(trained)
     start_epoch, step, history = 0, 0, History()
     if resuming:
         state = load_checkpoint(out, model, optimizer, scaler)
@@ -362,9 +446,10 @@ def fit(
 
     for epoch in range(start_epoch, config.epochs if stop_after is None else min(stop_after, config.epochs)):
         loaders["train"].set_epoch(epoch)  # batch order and augmentation depend on (seed, epoch) only,
-        torch.manual_seed(config.seed * 1000 + epoch)  # and so do dropout / drop-path: resume = no seam
-        loss, acc, speed, step = train_one_epoch(model, loaders["train"], optimizer, scaler, config, step,
-                                                 total_steps, teacher, progress, f"epoch {epoch + 1}/{config.epochs}")
+        torch.manual_seed(config.seed * 1000 + epoch + 7_919 * process.rank)  # and so do dropout / drop-path
+        loss, acc, speed, step = train_one_epoch(trained, loaders["train"], optimizer, scaler, config, step,
+                                                 total_steps, teacher, progress, f"epoch {epoch + 1}/{config.epochs}",
+                                                 precision)
         val_loss, val_acc = evaluate(model, loaders["val"])
         lr = optimizer.param_groups[0]["lr"]
         history.append(epoch=epoch + 1, train_loss=loss, train_acc=acc, val_loss=val_loss, val_acc=val_acc,
@@ -372,36 +457,46 @@ def fit(
         if (epoch + 1) % log_every == 0 or epoch + 1 == config.epochs:
             log(f"epoch {epoch + 1:3d}/{config.epochs}  loss {loss:.3f}  train acc {acc:.3f}  val loss {val_loss:.3f}  "
                 f"val acc {val_acc:.3f}  lr {lr:.1e}  {speed:,.0f} img/s")
-        if out is not None:
+        if out is not None and process.is_main:
             save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
     _, test_acc = evaluate(model, loaders["test"])
+    DDP.barrier()  # the last checkpoint is complete before any process goes on (and perhaps reads it)
     return Result(model, history, test_acc, config, optimizer, teacher)
+
+
+def _silent(_: str) -> None:
+    pass
 
 
 def train_teacher(
     config: TrainConfig, loaders: dict[str, D.TensorLoader], device: torch.device,
     out: str | os.PathLike | None = None, progress: bool = False, log: Callable[[str], None] = print,
+    precision: str = "auto",
 ) -> nn.Module:
     """Train the convnet teacher with the same recipe (or reload it from ``out``); return it in eval mode."""
     images, _ = next(iter(loaders["val"]))
     teacher = ConvTeacher(images.shape[1], int(loaders["val"].labels.max()) + 1).to(device)
     path = Path(out) / TEACHER_FILE if out is not None else None
-    if path is not None and path.exists():  # a resumed run distils from the very same teacher
+    saved = path is not None and path.exists()
+    DDP.barrier()  # all processes decide before rank 0 may write the file
+    if saved:  # a resumed run distils from the very same teacher
         teacher.load_state_dict(load_file(str(path), device=str(device)))
         return teacher.eval()
     optimizer = torch.optim.AdamW(param_groups(teacher, config.weight_decay), lr=config.lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype(device) == torch.float16)
+    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
     teacher_config = replace(config, epochs=config.teacher_epochs, warmup_epochs=1.0)
     step, total_steps = 0, config.teacher_epochs * len(loaders["train"])
-    torch.manual_seed(config.seed + 1)
+    torch.manual_seed(config.seed + 1 + 7_919 * DDP.current().rank)
+    trained = DDP.wrap(teacher, device)
     for epoch in range(config.teacher_epochs):
         loaders["train"].set_epoch(10_000 + epoch)  # batches of its own, independent of the student's
-        _, _, _, step = train_one_epoch(teacher, loaders["train"], optimizer, scaler, teacher_config, step,
-                                        total_steps, None, progress, f"teacher {epoch + 1}/{config.teacher_epochs}")
+        _, _, _, step = train_one_epoch(trained, loaders["train"], optimizer, scaler, teacher_config, step,
+                                        total_steps, None, progress, f"teacher {epoch + 1}/{config.teacher_epochs}",
+                                        precision)
     _, val_acc = evaluate(teacher, loaders["val"])
     log(f"teacher: {count_parameters(teacher):,}-parameter convnet, {config.teacher_epochs} epochs, "
         f"val acc {val_acc:.3f}")
-    if path is not None:
+    if path is not None and DDP.current().is_main:
         path.parent.mkdir(parents=True, exist_ok=True)
         _atomic(path, lambda p: save_file({k: v.contiguous() for k, v in teacher.state_dict().items()}, str(p)))
     return teacher.eval()
@@ -487,7 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
         "come from the dataset's preset (vitedu.train.PRESETS). The last line printed is the test accuracy.")
     p.add_argument("--dataset", choices=sorted(PRESETS), default="digits",
                    help="digits: 1,797 8x8 digits shipped with vitedu (offline); cluttered_digits: one of those "
-                   "digits on a 32x32 canvas among clutter (offline); cifar10: downloaded once")
+                   "digits on a 32x32 canvas among clutter (offline); cifar10: downloaded once; imagefolder: your "
+                   "own images, one sub-folder per class, in --data-root (vitedu.imagefolder)")
     p.add_argument("--epochs", type=int, help="passes over the training set")
     p.add_argument("--out", help="folder for checkpoints (model.safetensors, optimizer.safetensors, "
                    "train_state.json), written after every epoch; default: none are written")
@@ -505,9 +601,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "distil it into the ViT, as in DeiT (0 = no teacher)")
     p.add_argument("--distill-alpha", type=float, help="weight of the distillation loss (0..1)")
     p.add_argument("--seed", type=int, help="seed for initialisation, batch order and augmentation")
-    p.add_argument("--data-root", help="where CIFAR-10 is downloaded and cached (default: ./data)")
+    p.add_argument("--data-root", help="where CIFAR-10 is downloaded and cached (default: ./data); with "
+                   "--dataset imagefolder, the folder of class folders (or of train/ and val/ folders)")
     p.add_argument("--device", help="cpu, cuda or mps (default: the best available)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--precision", choices=PRECISIONS, default="auto", help="auto: mixed precision on CUDA only "
+                   "(as before); fp32: never; bf16: bfloat16 autocast on any device, the CPU included. Not saved "
+                   "with the run: give it again with --resume")
+    p.add_argument("--compile", action="store_true", help="torch.compile the training forward pass (the first "
+                   "epoch pays the compilation; needs a C++ compiler on the CPU)")
     p.add_argument("--save-weights", help="also write the final model's weights to this safetensors file, with the "
                    "config and the val/test accuracy as metadata (how `make weights` makes the shipped models)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -528,14 +630,23 @@ def main(argv: Optional[list[str]] = None) -> float:
     if args.model is not None and args.model != PRESETS[args.dataset].model:
         overrides["model_kwargs"] = {}  # the preset's overrides were tuned for its own model
     config = replace(PRESETS[args.dataset], **overrides)
-    start = time.perf_counter()
-    result = fit(config, out=args.out, resume=args.resume, device=args.device, progress=args.progress)
-    print(f"{sum(p.numel() for p in result.model.parameters()):,} parameters, "
-          f"{time.perf_counter() - start:.0f} s wall time")
-    if args.save_weights:
-        save_weights(args.save_weights, result)
-        print(f"weights written to {args.save_weights}")
-    print(f"test accuracy: {result.test_acc:.4f}")
+    process, device, started = DDP.setup(args.device)  # under torchrun: join the other processes
+    say = print if process.is_main else _silent
+    try:
+        if process.distributed:
+            say(f"{process.world_size} processes ({'NCCL' if device.type == 'cuda' else 'Gloo'}), each training "
+                f"on 1/{process.world_size} of every batch of {config.batch_size}")
+        start = time.perf_counter()
+        result = fit(config, out=args.out, resume=args.resume, device=device, progress=args.progress,
+                     precision=args.precision, compile=args.compile)
+        say(f"{sum(p.numel() for p in result.model.parameters()):,} parameters, "
+            f"{time.perf_counter() - start:.0f} s wall time")
+        if args.save_weights and process.is_main:
+            save_weights(args.save_weights, result)
+            say(f"weights written to {args.save_weights}")
+        say(f"test accuracy: {result.test_acc:.4f}")
+    finally:
+        DDP.cleanup(started)
     return result.test_acc
 
 

@@ -1,0 +1,100 @@
+"""Multi-process training (vitedu.distributed): torchrun starts 2 CPU processes on the digits (Gloo).
+
+The processes run tests/ddp_worker.py and write what they saw; the checks happen here. About 20 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vitedu import data as D
+from vitedu import train as T
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKER = Path(__file__).with_name("ddp_worker.py")
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory) -> tuple[Path, list[dict]]:
+    out = tmp_path_factory.mktemp("ddp")
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                          str(WORKER), str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return out, [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(path))
+
+
+def test_every_training_image_is_seen_once_per_epoch(ranks):
+    _, (r0, r1) = ranks
+    n = len(D.load_digits()["train"][1])
+    assert r0["world_size"] == r1["world_size"] == 2 and r0["steps"] == r1["steps"]
+    for epoch, (a, b) in enumerate(zip(r0["seen"], r1["seen"])):
+        assert not set(a) & set(b), f"epoch {epoch}: an image went to both processes"
+        assert sorted(a + b) == list(range(n)), f"epoch {epoch}: not every image was seen exactly once"
+        assert abs(len(a) - len(b)) <= r0["steps"]  # shares differ by at most one image per batch
+    assert r0["seen"][0] != r0["seen"][1]  # a new order every epoch
+
+
+def test_copies_are_identical_after_a_step(ranks):
+    out, (r0, r1) = ranks
+    assert r0["initial_head_sum"] != r1["initial_head_sum"]  # they started apart on purpose
+    for name in ("one_step", "full", "resumed"):
+        a, b = weights(out / f"{name}_rank0.safetensors"), weights(out / f"{name}_rank1.safetensors")
+        for key in a:
+            assert torch.equal(a[key], b[key]), (name, key)
+
+
+def test_loss_goes_down_and_metrics_agree(ranks):
+    _, (r0, r1) = ranks
+    h = r0["history"]
+    assert h["epoch"] == [1, 2, 3] and h["train_loss"][-1] < h["train_loss"][0] and h["val_loss"][-1] < h["val_loss"][0]
+    assert r0["history"]["val_acc"] == r1["history"]["val_acc"]  # summed over both processes' shares
+    assert r0["history"]["train_loss"] == r1["history"]["train_loss"] and r0["test_acc"] == r1["test_acc"]
+
+
+def test_checkpoint_from_rank_0_resumes_exactly(ranks):
+    out, (r0, _) = ranks
+    timing = {"images_per_s"}  # a measurement, not a result
+    for key in set(r0["history"]) - timing:
+        assert r0["resumed_history"][key] == r0["history"][key], key
+    assert r0["resumed_test_acc"] == r0["test_acc"]
+    full, resumed = weights(out / "full_rank0.safetensors"), weights(out / "resumed_rank0.safetensors")
+    assert all(torch.equal(full[k], resumed[k]) for k in full)
+    model, config = T.load_trained(out / "split")  # an ordinary checkpoint, loadable in one process
+    assert config.epochs == 3 and not any(p.name.endswith(".tmp") for p in (out / "split").iterdir())
+    assert all(torch.equal(v, full[k]) for k, v in model.state_dict().items())
+
+
+def test_only_rank_0_prints(ranks):
+    out, (r0, r1) = ranks
+    assert r1["printed"] == ""
+    lines = r0["printed"].strip().splitlines()
+    assert lines[0].startswith("2 processes (Gloo)") and lines[-1].startswith("test accuracy: ")
+    assert (out / "cli" / T.MODEL_FILE).exists()
+
+
+def test_batches_are_shared_without_overlap_and_tails_fold_in():
+    images, labels = torch.zeros(11, 1, 2, 2, dtype=torch.uint8), torch.arange(11)
+    loaders = [D.TensorLoader(images, labels, 5, (0.0,), (1.0,), shuffle=True, rank=r, world_size=2) for r in (0, 1)]
+    shares = [loader.shares() for loader in loaders]
+    assert len(loaders[0]) == len(loaders[1]) == 2  # 5 + 6: the one left over joins the last batch
+    for a, b in zip(*shares):
+        assert len(a) and len(b) and not set(a.tolist()) & set(b.tolist())
+    assert sorted(torch.cat(shares[0] + shares[1]).tolist()) == list(range(11))
+    alone = D.TensorLoader(images, labels, 5, (0.0,), (1.0,), shuffle=True)
+    assert len(alone) == 3 and [len(s) for s in alone.shares()] == [5, 5, 1]  # one process: as before
+    with pytest.raises(ValueError, match="at least one image per step"):
+        D.TensorLoader(images, labels, 1, (0.0,), (1.0,), rank=0, world_size=2)
