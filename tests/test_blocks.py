@@ -57,3 +57,17 @@ def test_block_returns_attention_weights_on_request():
     out, weights = block(x, need_weights=True)
     assert weights.shape == (2, 4, 5, 5)
     torch.testing.assert_close(out, block(x)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_layer_scale_starts_each_residual_branch_at_init_values():
+    """CaiT's point: with LayerScale a new block starts as (almost) the identity, its branches scaled by init_values."""
+    x = torch.randn(2, 5, 32)
+    torch.testing.assert_close(LayerScale(32, init_values=0.1)(x), 0.1 * x)
+    assert torch.all(LayerScale(32).gamma == 1e-5)  # the default of the paper's deep models
+    plain = Block(32, 4).eval()
+    scaled = Block(32, 4, init_values=1e-5).eval()
+    scaled.load_state_dict(plain.state_dict(), strict=False)  # same weights, plus the two gamma vectors
+    plain_change = (plain(x)[0] - x).abs().mean().item()
+    scaled_change = (scaled(x)[0] - x).abs().mean().item()
+    assert plain_change > 0.1  # an ordinary block moves the tokens a lot, a scaled one about 1e-5 times as much
+    assert 0.3e-5 < scaled_change / plain_change < 3e-5

@@ -148,3 +148,21 @@ def test_bad_images_explain_themselves(kwargs, images, message):
 def test_bad_configurations_explain_themselves(overrides, message):
     with pytest.raises(ValueError, match=message):
         VisionTransformer(**{**SMALL, **overrides})
+
+
+def test_stochastic_depth_grows_linearly_with_depth():
+    """drop_path_rate is the drop probability of the *last* block; the first never drops, deeper blocks drop more
+    (timm / DeiT: torch.linspace(0, drop_path_rate, depth))."""
+    model = VisionTransformer(**{**SMALL, "depth": 5}, drop_path_rate=0.2)
+    # both branches of a block share its rate; a rate of 0 is an nn.Identity (no DropPath at all)
+    rates = [getattr(block.drop_path1, "drop_prob", 0.0) for block in model.blocks]
+    assert rates == [getattr(block.drop_path2, "drop_prob", 0.0) for block in model.blocks]
+    assert rates == pytest.approx(torch.linspace(0, 0.2, 5).tolist())
+
+
+def test_layer_scale_reaches_every_block():
+    """init_values=1e-5 gives every block's two branches LayerScale factors of 1e-5 (and none without it)."""
+    scaled = VisionTransformer(**SMALL, init_values=1e-5)
+    gammas = [p for name, p in scaled.named_parameters() if name.endswith("gamma")]
+    assert len(gammas) == 2 * SMALL["depth"] and all(torch.all(g == 1e-5) for g in gammas)
+    assert not any(name.endswith("gamma") for name, _ in VisionTransformer(**SMALL).named_parameters())
