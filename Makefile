@@ -80,11 +80,12 @@ weights: venv
 # The modules and tests are configured in pyproject.toml ([tool.mutmut]). Results are kept in mutants/ (git-ignored):
 # a second run tests only the functions that changed; `rm -rf mutants` starts afresh. MUTATE re-runs some modules
 # only (make mutation MUTATE="attention blocks"). One worker, niced, one torch thread; MUTATION_JOBS=8 on a machine
-# of your own.
+# of your own. The address space is capped (8 GB): a mutant that broadcasts a batch against itself fails at once
+# instead of exhausting the machine's memory.
 MUTATE        ?=
 MUTATION_JOBS ?= 1
 .PHONY: mutation
 mutation: venv
-	env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=1 VITEDU_TEST_THREADS=1 nice -n 15 \
+	ulimit -v 8000000; env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=1 VITEDU_TEST_THREADS=1 nice -n 15 \
 		$(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(foreach m,$(MUTATE),"vitedu.$(m).*")
 	$(BIN)/python tools/mutation_report.py

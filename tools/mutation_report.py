@@ -19,7 +19,10 @@ import json
 import sys
 from pathlib import Path
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10 (mutmut 3 needs 3.10 or later)
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENTS = ROOT / "tools" / "mutation_equivalents.toml"
