@@ -71,3 +71,36 @@ def test_layer_scale_starts_each_residual_branch_at_init_values():
     scaled_change = (scaled(x)[0] - x).abs().mean().item()
     assert plain_change > 0.1  # an ordinary block moves the tokens a lot, a scaled one about 1e-5 times as much
     assert 0.3e-5 < scaled_change / plain_change < 3e-5
+
+
+class _NoAttention(torch.nn.Module):
+    """An attention layer that contributes nothing, so that any randomness left in a Block comes from its MLP."""
+
+    def forward(self, x, need_weights=False):
+        return torch.zeros_like(x), None
+
+
+def test_without_dropout_training_mode_computes_what_eval_computes():
+    """No dropout, drop-path or attention dropout asked for: train() must not add any (only eval numbers differ)."""
+    x = torch.randn(2, 5, 32)
+    for module in (Block(32, 4), Block(32, 4).mlp):
+        torch.testing.assert_close(module.train()(x), module.eval()(x))
+
+
+def test_block_mlp_dropout_is_proj_drop():
+    """proj_drop also drops inside the MLP (timm's Block), in training only."""
+    block = Block(32, 4, proj_drop=0.5, attn_layer=_NoAttention())
+    x = torch.randn(2, 5, 32)
+    block.train()
+    assert not torch.allclose(block(x)[0], block(x)[0])
+    block.eval()
+    torch.testing.assert_close(block(x)[0], block(x)[0])
+
+
+def test_layer_norm_eps_is_the_configured_one():
+    """eps 1e-6 by default (timm, Hugging Face ViT); it matters for tokens of small variance."""
+    x = 1e-3 * torch.randn(2, 5, 32)  # variance 1e-6: eps 1e-5 instead of 1e-6 changes the result by a lot
+    for eps in (1e-6, 1e-5):
+        block = Block(32, 4, norm_eps=eps) if eps != 1e-6 else Block(32, 4)
+        for norm in (block.norm1, block.norm2):
+            torch.testing.assert_close(norm(x), F.layer_norm(x, (32,), norm.weight, norm.bias, eps=eps))
