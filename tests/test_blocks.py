@@ -104,3 +104,18 @@ def test_layer_norm_eps_is_the_configured_one():
         block = Block(32, 4, norm_eps=eps) if eps != 1e-6 else Block(32, 4)
         for norm in (block.norm1, block.norm2):
             torch.testing.assert_close(norm(x), F.layer_norm(x, (32,), norm.weight, norm.bias, eps=eps))
+
+
+def test_drop_path_keeps_dtype_and_device(device):
+    """The per-sample coins are drawn in the tokens' dtype and on their device (no float32 upcast under bf16)."""
+    drop = DropPath(0.5).train()
+    for dtype in (torch.float64, torch.bfloat16):
+        x = torch.ones(64, 3, 4, device=device, dtype=dtype)
+        y = drop(x)
+        assert y.dtype == dtype and y.device == x.device
+
+
+def test_block_returns_no_weights_unless_asked():
+    """By default the fused kernel runs and no T x T matrix is returned (or materialised)."""
+    block = Block(32, 4).eval()
+    assert block(torch.randn(2, 5, 32))[1] is None
