@@ -179,3 +179,29 @@ def test_fused_attn_false_never_calls_the_fused_kernel(monkeypatch):
     out, weights = attn(x)
     torch.testing.assert_close(out, expected)
     assert weights is None  # the weights were computed, but only returned on request
+
+
+@pytest.mark.parametrize("one_d", ["q", "k", "v"])
+def test_any_one_dimensional_input_is_explained(one_d):
+    """Each of q, k, v is checked for its (tokens, features) axes, not only the first."""
+    shapes = {"q": (4, 8), "k": (4, 8), "v": (4, 8), one_d: (8,)}
+    with pytest.raises(ValueError, match="shape \\(..., tokens, features\\)"):
+        scaled_dot_product_attention(*(torch.randn(shapes[name]) for name in "qkv"))
+
+
+def test_module_uses_the_fused_kernel_when_weights_are_not_needed(monkeypatch):
+    """The default (fused_attn=True, need_weights=False) runs PyTorch's fused kernel, never the T x T matrix."""
+    calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    attn = MultiHeadSelfAttention(32, 4).eval()
+    x = torch.randn(2, 5, 32)
+    attn(x)
+    assert calls == [1]
+    attn(x, need_weights=True)  # the explicit maths, which can return the weights
+    assert calls == [1]
