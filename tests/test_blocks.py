@@ -3,7 +3,8 @@
 import torch
 import torch.nn.functional as F
 
-from vitedu.blocks import Block, DropPath, LayerScale
+from vitedu.attention import MultiHeadSelfAttention
+from vitedu.blocks import Block, DropPath, LayerScale, Mlp
 
 
 def test_block_is_pre_norm_attention_then_mlp():
@@ -83,7 +84,7 @@ class _NoAttention(torch.nn.Module):
 def test_without_dropout_training_mode_computes_what_eval_computes():
     """No dropout, drop-path or attention dropout asked for: train() must not add any (only eval numbers differ)."""
     x = torch.randn(2, 5, 32)
-    for module in (Block(32, 4), Block(32, 4).mlp):
+    for module in (Block(32, 4), Mlp(32, 64), MultiHeadSelfAttention(32, 4)):
         torch.testing.assert_close(module.train()(x), module.eval()(x))
 
 
@@ -119,3 +120,29 @@ def test_block_returns_no_weights_unless_asked():
     """By default the fused kernel runs and no T x T matrix is returned (or materialised)."""
     block = Block(32, 4).eval()
     assert block(torch.randn(2, 5, 32))[1] is None
+
+
+class _NoMlp(torch.nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x)
+
+
+def _random_in_training(block: Block, x: torch.Tensor) -> bool:
+    block.train()
+    return not torch.allclose(block(x)[0], block(x)[0])
+
+
+def test_block_passes_its_dropout_rates_to_attention():
+    """attn_drop drops attention weights, proj_drop the attention's output; each reaches the attention layer."""
+    x = torch.randn(2, 5, 32)
+    assert _random_in_training(Block(32, 4, attn_drop=0.5), x)
+    block = Block(32, 4, proj_drop=0.5)
+    block.mlp = _NoMlp()  # the randomness left must come from the attention's output dropout
+    assert _random_in_training(block, x)
+
+
+def test_block_layer_scale_uses_init_values_and_both_branches_are_plain_when_off():
+    block = Block(32, 4, init_values=0.1)
+    assert torch.all(block.ls1.gamma == 0.1) and torch.all(block.ls2.gamma == 0.1)
+    plain = Block(32, 4)
+    assert all(isinstance(m, torch.nn.Identity) for m in (plain.ls1, plain.ls2, plain.drop_path1, plain.drop_path2))
