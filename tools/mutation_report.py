@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -55,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from mutmut.stats import status_by_exit_code
 
+    os.chdir(ROOT)  # mutmut reads its mutants/ folder relative to the working directory
+
     metas = sorted((ROOT / "mutants").glob("vitedu/*.py.meta"))
     if not metas:
         print("no results in mutants/: run `make mutation` (or `mutmut run`) first")
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         not_run = sum(s not in KILLED | SURVIVED for s in statuses.values())
         equivalent = []
         for name in survived:
-            diff, added = changed_lines(name, ROOT / source) if args.diffs or name in equivalents else ("", [])
+            diff, added = changed_lines(name, source) if args.diffs or name in equivalents else ("", [])
             entry = equivalents.get(name)
             if entry is not None:
                 seen.add(name)
