@@ -2,9 +2,11 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from vitedu.patching import (
     PatchEmbedding,
+    learned_pos_embed,
     patchify,
     resample_pos_embed,
     sincos_pos_embed_2d,
@@ -98,3 +100,36 @@ def test_sincos_embedding():
     torch.testing.assert_close(patches[0, 32:], patches[6, 32:])  # same column, next row
     with pytest.raises(ValueError, match="divisible by 4"):
         sincos_pos_embed_2d(30, 4)
+
+
+# ------------------------------------------------------------------ behaviours found by mutation testing
+def test_sincos_values_follow_the_documented_formula():
+    """Row half: sin/cos(row * omega_i), column half: sin/cos(col * omega_i), omega_i = 1 / 10000^(i / (D/4))."""
+    dim, grid = 16, (3, 5)
+    pos = sincos_pos_embed_2d(dim, grid)[0]  # (15, 16)
+    omega = 1.0 / 10000.0 ** (torch.arange(4, dtype=torch.float64) / 4)
+    for token in (0, 7, 14):
+        row, col = divmod(token, grid[1])
+        expected = torch.cat([(row * omega).sin(), (row * omega).cos(), (col * omega).sin(), (col * omega).cos()])
+        torch.testing.assert_close(pos[token], expected.float())
+    other = sincos_pos_embed_2d(dim, grid, temperature=100.0)[0]
+    assert not torch.allclose(other, pos)
+
+
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+@pytest.mark.parametrize("new_grid", [(6, 8), (2, 3)])
+def test_resample_is_torch_interpolation_with_antialiasing(mode, new_grid):
+    """The grid is interpolated as timm does: align_corners=False, antialiased (which matters when shrinking)."""
+    pos = torch.randn(1, 1 + 4 * 6, 8)
+    grid = pos[:, 1:].reshape(1, 4, 6, 8).permute(0, 3, 1, 2)
+    ref = F.interpolate(grid, size=new_grid, mode=mode, align_corners=False, antialias=True)
+    ref = ref.permute(0, 2, 3, 1).reshape(1, -1, 8)
+    out = resample_pos_embed(pos, new_grid, (4, 6), num_prefix_tokens=1, mode=mode)
+    torch.testing.assert_close(out, torch.cat([pos[:, :1], ref], dim=1))
+
+
+def test_learned_pos_embed_starts_small():
+    """timm's initialisation: a truncated normal of std 0.02, one vector per token."""
+    pos = learned_pos_embed(1000, 64)
+    assert pos.shape == (1, 1000, 64) and pos.requires_grad
+    assert abs(pos.std().item() - 0.02) < 0.001 and abs(pos.mean().item()) < 0.001
