@@ -9,7 +9,8 @@ import pytest
 import torch
 
 # Notebooks run by nbval use this many threads, as the stored outputs were produced with it.
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# VITEDU_TEST_THREADS overrides it (make mutation runs the tests on one thread, beside other work).
+torch.set_num_threads(int(os.environ.get("VITEDU_TEST_THREADS", "0")) or min(2, os.cpu_count() or 1))
 
 
 def _devices() -> list[str]:

@@ -139,3 +139,69 @@ def test_attention_dropout_only_in_training():
 def test_dim_not_divisible_by_heads():
     with pytest.raises(ValueError, match=r"not divisible by num_heads=5.*\[1, 2, 3, 4, 6, 8, 12, 16, 24, 48\]"):
         MultiHeadSelfAttention(48, 5)
+
+
+# ------------------------------------------------------------------ behaviours found by mutation testing
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_attention_dropout_drops_weights_at_rate_p_and_rescales(need_weights):
+    """With v = identity the output *is* the (dropped) weight matrix: a share p of the weights is zeroed, the
+    rest scaled by 1 / (1 - p), on both paths; the returned weights are those before dropout."""
+    torch.manual_seed(0)
+    q, k = torch.randn(2, 64, 16), torch.randn(2, 64, 16)
+    v = torch.eye(64).expand(2, 64, 64)
+    clean, _ = scaled_dot_product_attention(q, k, v)
+    dropped, weights = scaled_dot_product_attention(q, k, v, dropout_p=0.25, need_weights=need_weights)
+    zeroed = dropped == 0
+    assert abs(zeroed.float().mean().item() - 0.25) < 0.02
+    torch.testing.assert_close(dropped[~zeroed], clean[~zeroed] / 0.75)
+    if need_weights:
+        torch.testing.assert_close(weights, clean)  # dropout does not touch the returned weights
+
+
+def test_custom_scale_is_used_on_the_fused_path():
+    q, k, v = (torch.randn(2, 5, 8) for _ in range(3))
+    explicit, _ = scaled_dot_product_attention(q, k, v, scale=0.3)
+    fused, _ = scaled_dot_product_attention(q, k, v, scale=0.3, need_weights=False)
+    torch.testing.assert_close(fused, explicit, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(explicit, (q @ k.transpose(-2, -1) * 0.3).softmax(-1) @ v)
+
+
+def test_fused_attn_false_never_calls_the_fused_kernel(monkeypatch):
+    """fused_attn=False is the explicit maths only (as timm's switch): e.g. to export, or to inspect every step."""
+    attn = MultiHeadSelfAttention(32, 4, fused_attn=False).eval()
+    x = torch.randn(2, 5, 32)
+    expected = attn(x)[0]
+
+    def fused(*args, **kwargs):
+        raise AssertionError("the fused kernel was called")
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", fused)
+    out, weights = attn(x)
+    torch.testing.assert_close(out, expected)
+    assert weights is None  # the weights were computed, but only returned on request
+
+
+@pytest.mark.parametrize("one_d", ["q", "k", "v"])
+def test_any_one_dimensional_input_is_explained(one_d):
+    """Each of q, k, v is checked for its (tokens, features) axes, not only the first."""
+    shapes = {"q": (4, 8), "k": (4, 8), "v": (4, 8), one_d: (8,)}
+    with pytest.raises(ValueError, match="shape \\(..., tokens, features\\)"):
+        scaled_dot_product_attention(*(torch.randn(shapes[name]) for name in "qkv"))
+
+
+def test_module_uses_the_fused_kernel_when_weights_are_not_needed(monkeypatch):
+    """The default (fused_attn=True, need_weights=False) runs PyTorch's fused kernel, never the T x T matrix."""
+    calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    attn = MultiHeadSelfAttention(32, 4).eval()
+    x = torch.randn(2, 5, 32)
+    attn(x)
+    assert calls == [1]
+    attn(x, need_weights=True)  # the explicit maths, which can return the weights
+    assert calls == [1]

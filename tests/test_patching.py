@@ -2,9 +2,11 @@
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from vitedu.patching import (
     PatchEmbedding,
+    learned_pos_embed,
     patchify,
     resample_pos_embed,
     sincos_pos_embed_2d,
@@ -98,3 +100,74 @@ def test_sincos_embedding():
     torch.testing.assert_close(patches[0, 32:], patches[6, 32:])  # same column, next row
     with pytest.raises(ValueError, match="divisible by 4"):
         sincos_pos_embed_2d(30, 4)
+
+
+# ------------------------------------------------------------------ behaviours found by mutation testing
+def test_sincos_values_follow_the_documented_formula():
+    """Row half: sin/cos(row * omega_i), column half: sin/cos(col * omega_i), omega_i = 1 / 10000^(i / (D/4))."""
+    dim, grid = 64, (20, 3)
+    pos = sincos_pos_embed_2d(dim, grid)[0]  # (60, 64)
+    omega = 1.0 / 10000.0 ** (torch.arange(16, dtype=torch.float64) / 16)
+    for token in (0, 7, 59):
+        row, col = divmod(token, grid[1])
+        expected = torch.cat([(row * omega).sin(), (row * omega).cos(), (col * omega).sin(), (col * omega).cos()])
+        torch.testing.assert_close(pos[token], expected.float())
+    other = sincos_pos_embed_2d(dim, grid, temperature=100.0)[0]
+    assert not torch.allclose(other, pos)
+
+
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+@pytest.mark.parametrize("new_grid", [(6, 8), (2, 3)])
+def test_resample_is_torch_interpolation_with_antialiasing(mode, new_grid):
+    """The grid is interpolated as timm does: align_corners=False, antialiased (which matters when shrinking)."""
+    pos = torch.randn(1, 1 + 4 * 6, 8)
+    grid = pos[:, 1:].reshape(1, 4, 6, 8).permute(0, 3, 1, 2)
+    ref = F.interpolate(grid, size=new_grid, mode=mode, align_corners=False, antialias=True)
+    ref = ref.permute(0, 2, 3, 1).reshape(1, -1, 8)
+    out = resample_pos_embed(pos, new_grid, (4, 6), num_prefix_tokens=1, mode=mode)
+    torch.testing.assert_close(out, torch.cat([pos[:, :1], ref], dim=1))
+
+
+def test_learned_pos_embed_starts_small():
+    """timm's initialisation: a truncated normal of std 0.02, one vector per token."""
+    pos = learned_pos_embed(1000, 64)
+    assert pos.shape == (1, 1000, 64) and pos.requires_grad
+    assert abs(pos.std().item() - 0.02) < 0.001 and abs(pos.mean().item()) < 0.001
+
+
+def test_unpatchify_explains_sizes_that_do_not_fit():
+    with pytest.raises(ValueError, match="10x16 is not divisible by patch size 4"):
+        unpatchify(torch.randn(1, 8, 48), 4, (10, 16))  # only the height is off
+    with pytest.raises(ValueError, match="expected patches of shape"):
+        unpatchify(torch.randn(1, 16, 20), 4, 16)  # 20 numbers per patch is no whole number of 4x4 channels
+
+
+def test_patch_embedding_defaults_are_vit_base_at_224():
+    """The module docstring's example: 224 x 224 RGB, 16 x 16 patches -> 14 x 14 = 196 tokens of 768."""
+    with torch.device("meta"):
+        embed = PatchEmbedding()
+    assert embed.grid_size == (14, 14) and embed.num_patches == 196
+    assert tuple(embed.proj.weight.shape) == (768, 3, 16, 16)
+
+
+def test_rectangular_images_and_patches():
+    embed = PatchEmbedding(img_size=(32, 36), patch_size=(8, 12), in_chans=1, embed_dim=4)
+    assert embed.grid_size == (4, 3) and embed(torch.randn(2, 1, 32, 36)).shape == (2, 12, 4)
+    for img_size in ((30, 32), (32, 30)):  # either side alone not divisible
+        with pytest.raises(ValueError, match="not divisible by patch_size"):
+            PatchEmbedding(img_size=img_size, patch_size=8)
+
+
+def test_resample_infers_a_square_grid_and_checks_the_batch_axis():
+    pos = torch.randn(1, 1 + 16, 8)
+    torch.testing.assert_close(resample_pos_embed(pos, (2, 2)), resample_pos_embed(pos, (2, 2), old_grid=(4, 4)))
+    with pytest.raises(ValueError, match="shape \\(1, tokens, dim\\)"):
+        resample_pos_embed(torch.randn(2, 17, 8), (2, 2))
+
+
+def test_resample_other_modes_and_dtypes():
+    pos = torch.randn(1, 1 + 16, 8)
+    grid = pos[:, 1:].reshape(1, 4, 4, 8).permute(0, 3, 1, 2)
+    area = F.interpolate(grid, size=(2, 2), mode="area").permute(0, 2, 3, 1).reshape(1, 4, 8)
+    torch.testing.assert_close(resample_pos_embed(pos, 2, mode="area")[:, 1:], area)
+    assert resample_pos_embed(pos.bfloat16(), 6).dtype == torch.bfloat16  # computed in float32, returned as given

@@ -189,3 +189,42 @@ def _one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# ------------------------------------------------------------------ behaviours found by mutation testing
+def _rows(images: torch.Tensor, labels: torch.Tensor) -> list[bytes]:
+    """Each example as bytes (pixels + label), so splits can be compared as multisets."""
+    return sorted(x.numpy().tobytes() + bytes([int(y)]) for x, y in zip(images, labels))
+
+
+@pytest.mark.parametrize("dataset", ["digits", "cluttered_digits"])
+def test_train_on_val_adds_the_val_split_and_never_test(dataset):
+    """train_on_val fits on train + val (the recipe is already chosen); test stays untouched for the final number."""
+    from vitedu import data as D
+
+    splits = D.load_digits()
+    config = replace(TINY, dataset=dataset, augment="none", train_on_val=True)
+    loaders = T.make_loaders(config, torch.device("cpu"))
+    train = loaders["train"]
+    # TensorLoader keeps the uint8 images; ClutteredLoader keeps the digits it draws canvases from, scaled to [0, 1].
+    images = train.images if dataset == "digits" else (train.digits * D.DIGITS_MAX).round().to(torch.uint8)
+    (train_x, train_y), (val_x, val_y) = splits["train"], splits["val"]
+    expected = _rows(torch.cat([train_x, val_x]), torch.cat([train_y, val_y]))
+    assert _rows(images, train.labels) == expected  # every train and val example once, no test example
+
+
+def test_evaluate_measures_in_eval_mode():
+    """evaluate() turns dropout and drop-path off, whatever mode the model was left in by training."""
+    from vitedu import data as D
+
+    model = create_model("vit_digits_patch2_8", drop_rate=0.5, drop_path_rate=0.5).train()
+    images, labels = D.load_digits()["val"]
+    loader = D.TensorLoader(images, labels, 500, D.DIGITS_MEAN, D.DIGITS_STD, max_value=D.DIGITS_MAX)
+    with torch.no_grad():
+        logits = torch.cat([model.eval()(x) for x, _ in loader])
+    expected_loss = torch.nn.functional.cross_entropy(logits, labels).item()
+    expected_acc = (logits.argmax(-1) == labels).float().mean().item()
+    for _ in range(2):  # the same numbers every time, from a model in training mode
+        model.train()
+        loss, acc = T.evaluate(model, loader)
+        assert loss == pytest.approx(expected_loss, rel=1e-5) and acc == pytest.approx(expected_acc)

@@ -148,3 +148,76 @@ def test_bad_images_explain_themselves(kwargs, images, message):
 def test_bad_configurations_explain_themselves(overrides, message):
     with pytest.raises(ValueError, match=message):
         VisionTransformer(**{**SMALL, **overrides})
+
+
+def test_stochastic_depth_grows_linearly_with_depth():
+    """drop_path_rate is the drop probability of the *last* block; the first never drops, deeper blocks drop more
+    (timm / DeiT: torch.linspace(0, drop_path_rate, depth))."""
+    model = VisionTransformer(**{**SMALL, "depth": 5}, drop_path_rate=0.2)
+    # both branches of a block share its rate; a rate of 0 is an nn.Identity (no DropPath at all)
+    rates = [getattr(block.drop_path1, "drop_prob", 0.0) for block in model.blocks]
+    assert rates == [getattr(block.drop_path2, "drop_prob", 0.0) for block in model.blocks]
+    assert rates == pytest.approx(torch.linspace(0, 0.2, 5).tolist())
+
+
+def test_layer_scale_reaches_every_block():
+    """init_values=1e-5 gives every block's two branches LayerScale factors of 1e-5 (and none without it)."""
+    scaled = VisionTransformer(**SMALL, init_values=1e-5)
+    gammas = [p for name, p in scaled.named_parameters() if name.endswith("gamma")]
+    assert len(gammas) == 2 * SMALL["depth"] and all(torch.all(g == 1e-5) for g in gammas)
+    assert not any(name.endswith("gamma") for name, _ in VisionTransformer(**SMALL).named_parameters())
+
+
+def test_defaults_are_vit_base_16_at_224():
+    with torch.device("meta"):
+        model = VisionTransformer()
+    assert count_parameters(model) == 86_567_656 and len(model.blocks) == 12 and model.blocks[0].attn.num_heads == 12
+
+
+@pytest.mark.parametrize("num_classes, out", [(0, 48), (1, 1)])
+def test_num_classes_zero_gives_features_one_gives_a_logit(num_classes, out):
+    model = VisionTransformer(**{**SMALL, "num_classes": num_classes}).eval()
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, out)
+    assert isinstance(model.head, torch.nn.Identity) == (num_classes == 0)
+
+
+@pytest.mark.parametrize("name", ["vit_digits_patch2_8", "cait_digits_patch2_8", "convit_digits_patch2_8"])
+def test_pre_logits_stops_before_the_head(name):
+    model = create_model(name).eval()
+    features = model.forward_features(torch.randn(2, 1, 8, 8))
+    assert model.forward_head(features, pre_logits=True).shape == (2, 64)
+
+
+def test_norm_eps_and_tiny_cls_token_reach_the_model():
+    model = VisionTransformer(**SMALL, norm_eps=1e-5)
+    assert {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)} == {1e-5}
+    assert model.cls_token.abs().max() < 1e-4  # initialised with std 1e-6, as timm
+
+
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_non_square_grid_resamples_at_another_resolution(pool):
+    model = VisionTransformer(**{**SMALL, "img_size": (32, 48)}, pool=pool).eval()  # a 4 x 6 grid
+    images = torch.randn(2, 3, 48, 64)  # 6 x 8
+    wide = VisionTransformer(**{**SMALL, "img_size": (48, 64)}, pool=pool).eval()
+    state = model.state_dict()
+    state["pos_embed"] = vitedu.resample_pos_embed(model.pos_embed, (6, 8), (4, 6), model.num_prefix_tokens)
+    wide.load_state_dict(state)
+    torch.testing.assert_close(model(images), wide(images), atol=1e-5, rtol=1e-5)
+
+
+def test_two_blocks_drop_path_at_zero_and_the_full_rate():
+    model = VisionTransformer(**SMALL, drop_path_rate=0.2)  # depth 2
+    assert [getattr(b.drop_path1, "drop_prob", 0.0) for b in model.blocks] == pytest.approx([0.0, 0.2])
+
+
+def test_forward_uses_the_fused_kernel_in_every_block(monkeypatch):
+    calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    VisionTransformer(**SMALL).eval()(torch.randn(1, 3, 32, 32))
+    assert len(calls) == SMALL["depth"]
