@@ -30,3 +30,17 @@ def device(request) -> torch.device:
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def fused_calls(monkeypatch) -> list:
+    """Counts the calls of PyTorch's fused attention kernel: one entry per call, made while the test runs."""
+    calls = []
+    fused = torch.nn.functional.scaled_dot_product_attention
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", counting)
+    return calls
