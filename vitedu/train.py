@@ -239,13 +239,7 @@ def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.Tenso
                          "'imagefolder' (with data_root, your folder of class folders)")
     if config.augment not in D.AUGMENTATIONS:
         raise ValueError(f"unknown augment {config.augment!r}; choose from {sorted(D.AUGMENTATIONS)}")
-    train = splits["train"]
-    if not 0 < config.train_fraction <= 1:
-        raise ValueError(f"train_fraction must be in (0, 1], got {config.train_fraction}")
-    if config.train_fraction < 1:
-        f = config.train_fraction
-        keep = D.stratified_split(train[1].numpy(), {"keep": f, "rest": 1 - f}, config.seed)["keep"]
-        train = (train[0][keep], train[1][keep])
+    train = train_subset(splits["train"], config)
     if config.train_on_val:
         train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
     process = DDP.current()
@@ -259,14 +253,27 @@ def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.Tenso
     }
 
 
+def train_subset(train: tuple[Tensor, Tensor], config: TrainConfig) -> tuple[Tensor, Tensor]:
+    """The stratified share ``config.train_fraction`` of the training (images, labels), drawn with the run's seed."""
+    if not 0 < config.train_fraction <= 1:
+        raise ValueError(f"train_fraction must be in (0, 1], got {config.train_fraction}")
+    if config.train_fraction == 1:
+        return train
+    f = config.train_fraction
+    keep = D.stratified_split(train[1].numpy(), {"keep": f, "rest": 1 - f}, config.seed)["keep"]
+    return train[0][keep], train[1][keep]
+
+
 def cluttered_loaders(config: TrainConfig, device: torch.device) -> dict[str, Any]:
-    """Cluttered digits: fresh training canvases every epoch, fixed val and test canvases (vitedu.cluttered)."""
-    if config.train_fraction != 1 or config.augment not in ("none", "digits"):
+    """Cluttered digits: fresh training canvases every epoch, fixed val and test canvases (vitedu.cluttered).
+
+    ``train_fraction`` < 1 keeps a stratified share of the training *digits* (the whole digits and the
+    clutter are both cut from that share); every epoch still draws the same number of canvases from them."""
+    if config.augment not in ("none", "digits"):
         raise ValueError("cluttered_digits draws new canvases every epoch, and can shift each digit inside its cell "
-                         f"(augment='digits'): use augment 'none' or 'digits' and train_fraction=1, got "
-                         f"{config.augment!r} and {config.train_fraction}")
+                         f"(augment='digits'): use augment 'none' or 'digits', got {config.augment!r}")
     splits = D.load_digits()
-    train = splits["train"]
+    train = train_subset(splits["train"], config)
     if config.train_on_val:
         train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
     common = dict(mean=C.CLUTTERED_MEAN, std=C.CLUTTERED_STD, device=device)
