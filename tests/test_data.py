@@ -393,3 +393,21 @@ def test_cifar_batch_with_the_wrong_layout_is_a_clear_error(tmp_path, batch):
     path.write_bytes(pickle.dumps(batch, protocol=2))
     with pytest.raises(D.DatasetError, match="CIFAR-10 layout"):
         D._read_cifar_batch(path)
+
+
+@pytest.mark.parametrize("magnitude", [None, 0.4])
+def test_rand_augment_light_strength_is_plus_minus_magnitude(magnitude):
+    """On a flat grey image only brightness changes the centre pixel (contrast and saturation keep a flat
+    image, autocontrast maps it to 0, solarize needs a strength over 0.5, and the warp turns about the centre
+    of an odd-sized image): it becomes 0.5 * (1 + m) with m drawn from [-magnitude, magnitude]."""
+    g = torch.Generator().manual_seed(0)
+    images = torch.full((600, 3, 33, 33), 0.5)
+    out = D.rand_augment_light(images, g) if magnitude is None else D.rand_augment_light(images, g, magnitude)
+    mag = 0.3 if magnitude is None else magnitude  # the documented default
+    centre = out[:, :, 16, 16]
+    assert torch.equal(centre, centre[:, :1].expand_as(centre))  # the same op on every channel
+    centre = centre[:, 0]
+    bright = centre[(centre - 0.5).abs() > 1e-4]
+    bright = bright[bright > 1e-4]
+    assert bool(((centre.abs() < 1e-4) | ((centre - 0.5).abs() <= 0.5 * mag + 1e-4)).all())
+    assert bright.min() < 0.5 * (1 - 0.9 * mag) and bright.max() > 0.5 * (1 + 0.9 * mag)
