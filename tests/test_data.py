@@ -411,3 +411,27 @@ def test_rand_augment_light_strength_is_plus_minus_magnitude(magnitude):
     bright = bright[bright > 1e-4]
     assert bool(((centre.abs() < 1e-4) | ((centre - 0.5).abs() <= 0.5 * mag + 1e-4)).all())
     assert bright.min() < 0.5 * (1 - 0.9 * mag) and bright.max() > 0.5 * (1 + 0.9 * mag)
+
+
+def test_cifar_md5_message_says_what_happened_to_the_file(tmp_path):
+    archive = tmp_path / "src.tar.gz"
+    _fake_cifar_archive(archive)
+    with pytest.raises(D.DatasetError, match="the download has MD5 .*it was deleted; run again"):
+        D.load_cifar10(tmp_path / "a", url=archive.as_uri(), md5="0" * 32)
+    root = tmp_path / "b"
+    root.mkdir()
+    _fake_cifar_archive(root / D.CIFAR10_ARCHIVE)
+    with pytest.raises(D.DatasetError, match=f"{D.CIFAR10_ARCHIVE} has MD5 .*delete it and run again"):
+        D.load_cifar10(root, md5="0" * 32)
+
+
+def test_cifar_seed_chooses_the_validation_split_and_a_damaged_cache_is_refused(tmp_path):
+    archive = tmp_path / "src.tar.gz"
+    _fake_cifar_archive(archive)
+    root = tmp_path / "root"
+    a = D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=20, seed=0)
+    b = D.load_cifar10(root, val_size=20, seed=1)
+    assert not torch.equal(a["val"][0], b["val"][0])
+    (root / D.CIFAR10_DIR / "data_batch_3").unlink()
+    with pytest.raises(D.DatasetError, match="lacks"):
+        D.load_cifar10(root, download=False)
