@@ -435,3 +435,55 @@ def test_cifar_seed_chooses_the_validation_split_and_a_damaged_cache_is_refused(
     (root / D.CIFAR10_DIR / "data_batch_3").unlink()
     with pytest.raises(D.DatasetError, match="lacks"):
         D.load_cifar10(root, download=False)
+
+
+# ------------------------------------------------------------------------------ TensorLoader, several processes
+def _loader(n: int, batch_size: int, **kwargs) -> D.TensorLoader:
+    images = torch.arange(n, dtype=torch.uint8).view(n, 1, 1, 1)
+    return D.TensorLoader(images, torch.arange(n), batch_size, (0.0,), (1.0,), max_value=1.0, **kwargs)
+
+
+@pytest.mark.parametrize("n, batch_size, world_size, steps", [(10, 4, 2, 3), (9, 4, 2, 2), (13, 4, 3, 3),
+                                                              (8, 4, 2, 2), (5, 8, 2, 1), (4, 4, 1, 1)])
+def test_tensor_loader_shares_every_image_once_among_processes(n, batch_size, world_size, steps):
+    """One epoch: every image is seen exactly once, by one process; a tail too small to give every
+    process an image joins the batch before it, so all processes take the same number of steps."""
+    seen = []
+    for rank in range(world_size):
+        loader = _loader(n, batch_size, shuffle=True, seed=4, rank=rank, world_size=world_size)
+        loader.set_epoch(1)
+        batches = [labels.tolist() for _, labels in loader]
+        assert len(loader) == len(batches) == steps and all(batches)
+        assert batches == [s.tolist() for s in loader.shares()]  # shares() is the order the loader uses
+        seen += [i for b in batches for i in b]
+    assert sorted(seen) == list(range(n))
+
+
+def test_tensor_loader_order_depends_on_seed_and_epoch_and_drop_last_drops_the_tail():
+    a = _loader(50, 10, shuffle=True, seed=1)
+    first = torch.cat(a.shares())
+    assert not torch.equal(first, torch.arange(50)) and sorted(first.tolist()) == list(range(50))
+    a.set_epoch(1)
+    assert not torch.equal(torch.cat(a.shares()), first)
+    assert not torch.equal(torch.cat(_loader(50, 10, shuffle=True, seed=2).shares()), first)
+    default_seed = torch.cat(_loader(50, 10, shuffle=True).shares())
+    assert torch.equal(default_seed, torch.cat(_loader(50, 10, shuffle=True, seed=0).shares()))
+    dropped = _loader(25, 10, drop_last=True)
+    assert len(dropped) == 2 and [len(s) for s in dropped.shares()] == [10, 10]
+    assert [len(s) for s in _loader(25, 10).shares()] == [10, 10, 5]
+
+
+def test_tensor_loader_rejects_what_it_cannot_share():
+    with pytest.raises(ValueError, match="rank"):
+        _loader(8, 4, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="cannot share"):
+        _loader(8, 2, world_size=3)
+    with pytest.raises(ValueError, match="cannot share"):
+        _loader(2, 8, world_size=3)
+    _loader(3, 3, world_size=3, rank=2)  # exactly one image each is enough
+    with pytest.raises(ValueError, match="expected images"):
+        D.TensorLoader(torch.zeros(4, 1, 2, 2), torch.zeros(3), 2, (0.0,), (1.0,))
+    with pytest.raises(ValueError, match="expected images"):
+        D.TensorLoader(torch.zeros(4, 2, 2), torch.zeros(4), 2, (0.0,), (1.0,))
+    with pytest.raises(ValueError, match="one value per channel"):
+        D.TensorLoader(torch.zeros(4, 1, 2, 2), torch.zeros(4), 2, (0.0,), (1.0, 1.0))
