@@ -487,3 +487,14 @@ def test_tensor_loader_rejects_what_it_cannot_share():
         D.TensorLoader(torch.zeros(4, 2, 2), torch.zeros(4), 2, (0.0,), (1.0,))
     with pytest.raises(ValueError, match="one value per channel"):
         D.TensorLoader(torch.zeros(4, 1, 2, 2), torch.zeros(4), 2, (0.0,), (1.0, 1.0))
+
+
+def test_make_digits_asset_rebuilds_the_shipped_file(tmp_path):
+    pytest.importorskip("sklearn.datasets")
+    path = tmp_path / "digits.npz"
+    D.make_digits_asset(path)
+    images, labels = D.digits_arrays()
+    with np.load(path) as rebuilt:
+        assert rebuilt["images"].dtype == np.uint8 and rebuilt["labels"].dtype == np.uint8
+        np.testing.assert_array_equal(rebuilt["images"], images)
+        np.testing.assert_array_equal(rebuilt["labels"], labels)
