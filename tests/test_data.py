@@ -194,3 +194,307 @@ def test_cifar_unpickler_refuses_code(tmp_path):
     path.write_bytes(pickle.dumps({"data": Evil(), "labels": []}))
     with pytest.raises(D.DatasetError, match="refusing to load"):
         D._read_cifar_batch(path)
+
+
+# ------------------------------------------------------------------------ behaviours (issue 16, mutants)
+def _shift_of(x: torch.Tensor, y: torch.Tensor, padding: int) -> list[tuple[int, int]]:
+    """Every (dy, dx) in [-padding, padding]^2 for which y is x shifted that far, with zeros coming in."""
+    size = x.shape[-1]
+    padded = torch.nn.functional.pad(x, (padding,) * 4)
+    return [(dy - padding, dx - padding) for dy in range(2 * padding + 1) for dx in range(2 * padding + 1)
+            if torch.equal(padded[:, dy:dy + size, dx:dx + size], y)]
+
+
+def test_random_crop_draws_every_shift_within_padding():
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(300, 2, 6, 6) + 0.1
+    out = D.random_crop(images, 2, g)
+    shifts = [_shift_of(x, y, 2) for x, y in zip(images, out)]
+    assert all(len(s) == 1 for s in shifts)
+    assert {s[0] for s in shifts} == {(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)}  # all 25 occur
+
+
+@pytest.mark.parametrize("name", ["digits", "cifar", "cifar_strong"])
+def test_augmentations_depend_only_on_their_generator(name):
+    augment = D.AUGMENTATIONS[name]
+    images = torch.rand(64, 3 if name != "digits" else 1, 12, 12)
+    torch.manual_seed(1)
+    a = augment(images, torch.Generator().manual_seed(5))
+    torch.manual_seed(2)  # the global RNG must not matter
+    b = augment(images, torch.Generator().manual_seed(5))
+    c = augment(images, torch.Generator().manual_seed(6))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert a.shape == images.shape and a.dtype == images.dtype
+
+
+def test_random_hflip_and_affine_depend_only_on_their_generator():
+    images = torch.rand(64, 3, 12, 12)
+    for fn in (D.random_hflip, lambda x, g: D.random_affine(x, g, degrees=20, scale=0.2, translate=0.1, shear=5)):
+        torch.manual_seed(1)
+        a = fn(images, torch.Generator().manual_seed(5))
+        torch.manual_seed(2)
+        assert torch.equal(a, fn(images, torch.Generator().manual_seed(5)))
+
+
+def test_cifar_augment_is_crop_by_four_then_flip():
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(200, 3, 12, 12) + 0.1
+    out = D.cifar_augment(images, g)
+    shifts = set()
+    for x, y in zip(images, out):
+        found = _shift_of(x, y, 4) + [(dy, -dx) for dy, dx in _shift_of(x.flip(-1), y, 4)]
+        assert len(found) == 1
+        shifts.add(found[0])
+    assert max(abs(dx) for _, dx in shifts) == 4 and max(abs(dy) for dy, _ in shifts) == 4
+
+
+def test_random_affine_defaults_and_zero_strength_are_the_identity():
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(8, 3, 10, 10)
+    torch.testing.assert_close(D.random_affine(images, g), images, atol=1e-5, rtol=0)
+    torch.testing.assert_close(D.random_affine(images, g, 0.0, 0.0, 0.0, 0.0), images, atol=1e-5, rtol=0)
+
+
+def _centroid(images: torch.Tensor) -> torch.Tensor:
+    """(batch, 1, H, W) -> (batch, 2) centre of mass (x, y) in pixels, relative to the image centre."""
+    h, w = images.shape[-2:]
+    ys, xs = torch.meshgrid(torch.arange(h) - (h - 1) / 2, torch.arange(w) - (w - 1) / 2, indexing="ij")
+    mass = images.sum(dim=(1, 2, 3))
+    return torch.stack([(images[:, 0] * xs).sum(dim=(1, 2)), (images[:, 0] * ys).sum(dim=(1, 2))], 1) / mass[:, None]
+
+
+def _blob(n: int, size: int, x: int, y: int) -> torch.Tensor:
+    images = torch.zeros(n, 1, size, size)
+    images[:, :, y - 1:y + 2, x - 1:x + 2] = 1.0  # a 3x3 square, smooth enough for bilinear resampling
+    return images
+
+
+def test_random_affine_translate_is_a_fraction_of_the_size_both_ways():
+    g = torch.Generator().manual_seed(0)
+    size, translate = 40, 0.2
+    images = _blob(400, size, size // 2, size // 2)
+    shift = _centroid(D.random_affine(images, g, translate=translate)) - _centroid(images)
+    limit = translate * size
+    assert shift.abs().max() <= limit + 0.5  # at most +-translate of the size
+    for axis in (0, 1):  # each axis reaches both ends of the range, independently of the other
+        assert shift[:, axis].max() > 0.8 * limit and shift[:, axis].min() < -0.8 * limit
+    assert abs(torch.corrcoef(shift.T)[0, 1]) < 0.2
+
+
+def test_random_affine_rotation_keeps_the_radius_and_turns_both_ways():
+    g = torch.Generator().manual_seed(0)
+    images = _blob(400, 41, 30, 20)  # 10 pixels right of the centre
+    before, after = _centroid(images), _centroid(D.random_affine(images, g, degrees=40))
+    radius = after.norm(dim=1) / before.norm(dim=1)
+    assert (radius - 1).abs().max() < 0.05
+    angle = torch.rad2deg(torch.atan2(after[:, 1], after[:, 0]) - torch.atan2(before[:, 1], before[:, 0]))
+    assert angle.abs().max() <= 41 and angle.max() > 35 and angle.min() < -35
+
+
+def test_random_affine_zoom_scales_the_radius_within_one_plus_minus_scale():
+    g = torch.Generator().manual_seed(0)
+    images = _blob(400, 41, 30, 20)
+    before, after = _centroid(images), _centroid(D.random_affine(images, g, scale=0.3))
+    ratio = after.norm(dim=1) / before.norm(dim=1)
+    assert ratio.min() > 0.7 - 0.03 and ratio.max() < 1.3 + 0.03
+    assert ratio.min() < 0.75 and ratio.max() > 1.25
+    direction = torch.atan2(after[:, 1], after[:, 0]) - torch.atan2(before[:, 1], before[:, 0])
+    assert direction.abs().max() < 0.02  # a zoom alone does not turn
+
+
+def test_rand_augment_light_at_zero_magnitude_only_autocontrasts():
+    """Magnitude 0: brightness, contrast, saturation and solarize do nothing, the warp is the identity;
+    autocontrast (one image in six) stretches each image to the full range [0, 1]."""
+    g = torch.Generator().manual_seed(0)
+    images = torch.rand(240, 3, 9, 9) * 0.5 + 0.2
+    images[:, 0, 0, 0] = 0.99  # a pixel near white; solarize at magnitude 0 must not touch it
+    out = D.rand_augment_light(images, g, magnitude=0.0)
+    lo, hi = images.amin(dim=(1, 2, 3), keepdim=True), images.amax(dim=(1, 2, 3), keepdim=True)
+    kept = ((out - images).abs().amax(dim=(1, 2, 3)) < 1e-5)
+    stretched = ((out - (images - lo) / (hi - lo)).abs().amax(dim=(1, 2, 3)) < 1e-5)
+    assert bool((kept | stretched).all())
+    assert 20 < int(stretched.sum()) < 60  # about one in six
+
+
+def test_rand_augment_light_keeps_dtype_range_and_is_seeded():
+    images = torch.rand(32, 3, 16, 16)
+    a = D.rand_augment_light(images, torch.Generator().manual_seed(1), magnitude=1.0)
+    b = D.rand_augment_light(images, torch.Generator().manual_seed(1), magnitude=1.0)
+    assert torch.equal(a, b) and a.dtype == images.dtype and a.shape == images.shape
+    assert a.min() >= 0 and a.max() <= 1 and a.max() > 0.9
+
+
+def test_denormalize_inverts_the_loaders_normalisation():
+    images = torch.randint(0, 256, (6, 3, 5, 5), dtype=torch.uint8)
+    loader = D.TensorLoader(images, torch.zeros(6, dtype=torch.long), 6, D.CIFAR10_MEAN, D.CIFAR10_STD)
+    x, _ = next(iter(loader))
+    torch.testing.assert_close(D.denormalize(x, D.CIFAR10_MEAN, D.CIFAR10_STD), images.float() / 255)
+
+
+def test_denormalize_clamps_to_the_unit_range():
+    out = D.denormalize(torch.tensor([-10.0, 0.0, 10.0]).view(1, 3, 1, 1), (0.5, 0.5, 0.5), (0.2, 0.2, 0.2))
+    assert out.flatten().tolist() == pytest.approx([0.0, 0.5, 1.0])
+
+
+# ------------------------------------------------------------------------ CIFAR archive, more behaviours
+def test_cifar_labels_are_int64_and_val_size_zero_keeps_all_for_training(tmp_path):
+    archive = tmp_path / "src.tar.gz"
+    _fake_cifar_archive(archive)
+    root = tmp_path / "deep" / "er" / "root"  # parents are made as needed
+    splits = D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=0)
+    assert sorted(splits) == ["test", "train"] and len(splits["train"][1]) == 100
+    assert splits["train"][1].dtype == torch.int64 and splits["test"][1].dtype == torch.int64
+
+
+def test_cifar_extracts_only_the_known_files(tmp_path):
+    archive = tmp_path / "src.tar.gz"
+    _fake_cifar_archive(archive)
+    with tarfile.open(archive, "r:gz") as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar]
+    with tarfile.open(archive, "w:gz") as tar:
+        for info, raw in members:
+            tar.addfile(info, io.BytesIO(raw))
+        extra = tarfile.TarInfo(f"{D.CIFAR10_DIR}/readme.html")
+        extra.size = 3
+        tar.addfile(extra, io.BytesIO(b"hi!"))
+        link = tarfile.TarInfo(f"{D.CIFAR10_DIR}/data_batch_9")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    root = tmp_path / "root"
+    D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=0)
+    assert sorted(p.name for p in (root / D.CIFAR10_DIR).iterdir()) == sorted(D.CIFAR10_FILES)
+
+
+def test_cifar_archive_missing_a_batch_is_refused(tmp_path):
+    archive = tmp_path / "src.tar.gz"
+    _fake_cifar_archive(archive)
+    with tarfile.open(archive, "r:gz") as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar if not m.name.endswith("test_batch")]
+    with tarfile.open(archive, "w:gz") as tar:
+        for info, raw in members:
+            tar.addfile(info, io.BytesIO(raw))
+    root = tmp_path / "root"
+    with pytest.raises(D.DatasetError, match="not the CIFAR-10 python archive"):
+        D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive))
+    assert list(root.iterdir()) == []
+
+
+@pytest.mark.parametrize("batch", [
+    ["not", "a", "dict"],
+    {"labels": [0]},
+    {"data": np.zeros((1, 3072), dtype=np.float32), "labels": [0]},
+    {"data": np.zeros(3072, dtype=np.uint8), "labels": [0]},
+    {"data": np.zeros((1, 3071), dtype=np.uint8), "labels": [0]},
+    {"data": np.zeros((1, 3072), dtype=np.uint8), "labels": (0,)},
+    {"data": np.zeros((2, 3072), dtype=np.uint8), "labels": [0]},
+], ids=["list", "no-data", "float", "1-d", "short-rows", "tuple-labels", "too-few-labels"])
+def test_cifar_batch_with_the_wrong_layout_is_a_clear_error(tmp_path, batch):
+    path = tmp_path / "data_batch_1"
+    path.write_bytes(pickle.dumps(batch, protocol=2))
+    with pytest.raises(D.DatasetError, match="CIFAR-10 layout"):
+        D._read_cifar_batch(path)
+
+
+@pytest.mark.parametrize("magnitude", [None, 0.4])
+def test_rand_augment_light_strength_is_plus_minus_magnitude(magnitude):
+    """On a flat grey image only brightness changes the centre pixel (contrast and saturation keep a flat
+    image, autocontrast maps it to 0, solarize needs a strength over 0.5, and the warp turns about the centre
+    of an odd-sized image): it becomes 0.5 * (1 + m) with m drawn from [-magnitude, magnitude]."""
+    g = torch.Generator().manual_seed(0)
+    images = torch.full((600, 3, 33, 33), 0.5)
+    out = D.rand_augment_light(images, g) if magnitude is None else D.rand_augment_light(images, g, magnitude)
+    mag = 0.3 if magnitude is None else magnitude  # the documented default
+    centre = out[:, :, 16, 16]
+    assert torch.equal(centre, centre[:, :1].expand_as(centre))  # the same op on every channel
+    centre = centre[:, 0]
+    bright = centre[(centre - 0.5).abs() > 1e-4]
+    bright = bright[bright > 1e-4]
+    assert bool(((centre.abs() < 1e-4) | ((centre - 0.5).abs() <= 0.5 * mag + 1e-4)).all())
+    assert bright.min() < 0.5 * (1 - 0.9 * mag) and bright.max() > 0.5 * (1 + 0.9 * mag)
+
+
+def test_cifar_md5_message_says_what_happened_to_the_file(tmp_path):
+    archive = tmp_path / "src.tar.gz"
+    _fake_cifar_archive(archive)
+    with pytest.raises(D.DatasetError, match="the download has MD5 .*it was deleted; run again"):
+        D.load_cifar10(tmp_path / "a", url=archive.as_uri(), md5="0" * 32)
+    root = tmp_path / "b"
+    root.mkdir()
+    _fake_cifar_archive(root / D.CIFAR10_ARCHIVE)
+    with pytest.raises(D.DatasetError, match=f"{D.CIFAR10_ARCHIVE} has MD5 .*delete it and run again"):
+        D.load_cifar10(root, md5="0" * 32)
+
+
+def test_cifar_seed_chooses_the_validation_split_and_a_damaged_cache_is_refused(tmp_path):
+    archive = tmp_path / "src.tar.gz"
+    _fake_cifar_archive(archive)
+    root = tmp_path / "root"
+    a = D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=20, seed=0)
+    b = D.load_cifar10(root, val_size=20, seed=1)
+    assert not torch.equal(a["val"][0], b["val"][0])
+    (root / D.CIFAR10_DIR / "data_batch_3").unlink()
+    with pytest.raises(D.DatasetError, match="lacks"):
+        D.load_cifar10(root, download=False)
+
+
+# ------------------------------------------------------------------------------ TensorLoader, several processes
+def _loader(n: int, batch_size: int, **kwargs) -> D.TensorLoader:
+    images = torch.arange(n, dtype=torch.uint8).view(n, 1, 1, 1)
+    return D.TensorLoader(images, torch.arange(n), batch_size, (0.0,), (1.0,), max_value=1.0, **kwargs)
+
+
+@pytest.mark.parametrize("n, batch_size, world_size, steps", [(10, 4, 2, 3), (9, 4, 2, 2), (13, 4, 3, 3),
+                                                              (8, 4, 2, 2), (5, 8, 2, 1), (4, 4, 1, 1)])
+def test_tensor_loader_shares_every_image_once_among_processes(n, batch_size, world_size, steps):
+    """One epoch: every image is seen exactly once, by one process; a tail too small to give every
+    process an image joins the batch before it, so all processes take the same number of steps."""
+    seen = []
+    for rank in range(world_size):
+        loader = _loader(n, batch_size, shuffle=True, seed=4, rank=rank, world_size=world_size)
+        loader.set_epoch(1)
+        batches = [labels.tolist() for _, labels in loader]
+        assert len(loader) == len(batches) == steps and all(batches)
+        assert batches == [s.tolist() for s in loader.shares()]  # shares() is the order the loader uses
+        seen += [i for b in batches for i in b]
+    assert sorted(seen) == list(range(n))
+
+
+def test_tensor_loader_order_depends_on_seed_and_epoch_and_drop_last_drops_the_tail():
+    a = _loader(50, 10, shuffle=True, seed=1)
+    first = torch.cat(a.shares())
+    assert not torch.equal(first, torch.arange(50)) and sorted(first.tolist()) == list(range(50))
+    a.set_epoch(1)
+    assert not torch.equal(torch.cat(a.shares()), first)
+    assert not torch.equal(torch.cat(_loader(50, 10, shuffle=True, seed=2).shares()), first)
+    default_seed = torch.cat(_loader(50, 10, shuffle=True).shares())
+    assert torch.equal(default_seed, torch.cat(_loader(50, 10, shuffle=True, seed=0).shares()))
+    dropped = _loader(25, 10, drop_last=True)
+    assert len(dropped) == 2 and [len(s) for s in dropped.shares()] == [10, 10]
+    assert [len(s) for s in _loader(25, 10).shares()] == [10, 10, 5]
+
+
+def test_tensor_loader_rejects_what_it_cannot_share():
+    with pytest.raises(ValueError, match="rank"):
+        _loader(8, 4, rank=2, world_size=2)
+    with pytest.raises(ValueError, match="cannot share"):
+        _loader(8, 2, world_size=3)
+    with pytest.raises(ValueError, match="cannot share"):
+        _loader(2, 8, world_size=3)
+    _loader(3, 3, world_size=3, rank=2)  # exactly one image each is enough
+    with pytest.raises(ValueError, match="expected images"):
+        D.TensorLoader(torch.zeros(4, 1, 2, 2), torch.zeros(3), 2, (0.0,), (1.0,))
+    with pytest.raises(ValueError, match="expected images"):
+        D.TensorLoader(torch.zeros(4, 2, 2), torch.zeros(4), 2, (0.0,), (1.0,))
+    with pytest.raises(ValueError, match="one value per channel"):
+        D.TensorLoader(torch.zeros(4, 1, 2, 2), torch.zeros(4), 2, (0.0,), (1.0, 1.0))
+
+
+def test_make_digits_asset_rebuilds_the_shipped_file(tmp_path):
+    pytest.importorskip("sklearn.datasets")
+    path = tmp_path / "digits.npz"
+    D.make_digits_asset(path)
+    images, labels = D.digits_arrays()
+    with np.load(path) as rebuilt:
+        assert rebuilt["images"].dtype == np.uint8 and rebuilt["labels"].dtype == np.uint8
+        np.testing.assert_array_equal(rebuilt["images"], images)
+        np.testing.assert_array_equal(rebuilt["labels"], labels)
