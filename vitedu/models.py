@@ -61,6 +61,16 @@ VARIANT_CONFIGS: dict[str, tuple[type[nn.Module], dict[str, Any]]] = {
     "convit_digits_patch2_8": (ConVit, dict(
         img_size=8, patch_size=2, in_chans=1, num_classes=10, embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0,
         local_up_to_layer=2)),
+    # Cluttered digits (chapter 9's controlled comparison): the width, depth (4 blocks) and 8x8 grid of
+    # vit_cluttered_digits. CaiT: 3 self-attention + 1 class-attention block; ConViT: 2 GPSA + 2 SA blocks.
+    "deit_cluttered_digits": (VisionTransformerDistilled, dict(
+        img_size=32, patch_size=4, in_chans=1, num_classes=10, embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0)),
+    "cait_cluttered_digits": (Cait, dict(
+        img_size=32, patch_size=4, in_chans=1, num_classes=10, embed_dim=64, depth=3, num_heads=4, mlp_ratio=2.0,
+        depth_token_only=1, mlp_ratio_token_only=2.0, init_values=0.1)),
+    "convit_cluttered_digits": (ConVit, dict(
+        img_size=32, patch_size=4, in_chans=1, num_classes=10, embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0,
+        local_up_to_layer=2)),
 }
 
 
