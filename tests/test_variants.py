@@ -238,3 +238,16 @@ def test_gpsa_rejects_a_cls_token():
     gpsa = GatedPositionalSelfAttention(16, 4, grid_size=4)
     with pytest.raises(ValueError, match="insert \\[CLS\\] after"):
         gpsa(torch.randn(2, 17, 16))
+
+
+@pytest.mark.parametrize("name", ["deit_cluttered_digits", "cait_cluttered_digits", "convit_cluttered_digits"])
+def test_cluttered_presets_match_the_vit_they_are_compared_with(name):
+    # Chapter 9's comparison is controlled for size: the same grid, width, heads and number of blocks as
+    # vit_cluttered_digits, and within 1 % of its parameters.
+    vit, model = create_model("vit_cluttered_digits"), create_model(name).eval()
+    assert model.patch_embed.grid_size == vit.patch_embed.grid_size == (8, 8)
+    assert model.embed_dim == vit.embed_dim
+    blocks = len(model.blocks) + len(getattr(model, "blocks_token_only", []))
+    assert blocks == len(vit.blocks) == 4
+    assert abs(count_parameters(model) / count_parameters(vit) - 1) < 0.01
+    assert model(torch.zeros(2, 1, 32, 32)).shape == (2, 10)
