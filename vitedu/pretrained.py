@@ -1,5 +1,8 @@
 """Load real checkpoints into vitedu's ViT: Hugging Face directories and hub ids, timm's hub format, state_dicts.
 
+timm checkpoints of DeiT-distilled, CaiT and ConViT (``vitedu.timm_configs.TIMM_VARIANTS``) load into vitedu's
+models of chapter 9 the same way, from a timm hub directory or from a state_dict file with ``arch=``.
+
 vitedu loads a checkpoint only when it computes exactly what the original model computes (identical logits);
 anything else is refused with a ``ValueError`` naming the file and what vitedu lacks. Three sources:
 
@@ -27,7 +30,6 @@ Loading never runs code from the checkpoint (see ``vitedu.checkpoints``).
 
 from __future__ import annotations
 
-import inspect
 import math
 import re
 import warnings
@@ -37,9 +39,21 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .cait import Cait
 from .checkpoints import read_json, read_state_dict
+from .convit import ConVit
+from .deit import VisionTransformerDistilled
 from .patching import resample_pos_embed
-from .timm_configs import TIMM_ARCHITECTURES, key_reasons, split_tag, timm_kwargs
+from .timm_configs import (
+    TIMM_ARCHITECTURES,
+    constructor_defaults,
+    family_archs,
+    key_reasons,
+    split_tag,
+    state_family,
+    timm_kwargs,
+    timm_model_class,
+)
 from .vit import VisionTransformer
 
 # Hugging Face ViT parameter name -> timm/vitedu name. Files on disk and on the hub use the classic
@@ -168,7 +182,8 @@ def load_checked(model: nn.Module, state: dict[str, Tensor], source: str | Path 
         lines += [f"  missing from checkpoint: {_fold(missing)}"] if missing else []
         lines += [f"  unexpected in checkpoint: {_fold(unexpected)}"] if unexpected else []
         lines += [f"  shape mismatch: {s}" for s in shapes[:8]]
-        lines += [f"  it has {r}, which vitedu's ViT does not implement" for r in key_reasons(state)]
+        if type(model) is VisionTransformer:  # the reasons name what a plain ViT lacks
+            lines += [f"  it has {r}, which vitedu's ViT does not implement" for r in key_reasons(state)]
         lines.append("Build the model with the checkpoint's configuration (patch size, width, depth, heads, classes).")
         raise ValueError("\n".join(lines))
     model.load_state_dict(state)
@@ -183,8 +198,12 @@ def _fold(keys: list[str]) -> list[str]:
 _KNOWN_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}  # timm's Ti/S/B/L/H: 64-wide heads, 80 for H
 
 
-def _infer_timm_kwargs(state: dict[str, Tensor], source: Path) -> dict[str, Any]:
-    """Read a ViT's configuration off the shapes in a timm state_dict (everything but the number of heads)."""
+def _infer_timm_kwargs(state: dict[str, Tensor], source: Path,
+                       model_class: type[nn.Module] = VisionTransformer) -> dict[str, Any]:
+    """Read a ViT's configuration off the shapes in a timm state_dict (everything but the number of heads).
+
+    For CaiT and ConViT: what their tensors record (width, patch, channels, resolution, classes, depths).
+    """
     required = ["patch_embed.proj.weight", "pos_embed", "blocks.0.mlp.fc1.weight"]
     missing = [k for k in required if k not in state]
     if missing:
@@ -197,31 +216,62 @@ def _infer_timm_kwargs(state: dict[str, Tensor], source: Path) -> dict[str, Any]
     if wrong:
         raise ValueError(f"{source} is not a timm ViT state_dict: {', '.join(wrong)}")
     embed_dim, in_chans, patch, _ = state["patch_embed.proj.weight"].shape
-    prefix = 1 if "cls_token" in state else 0
+    # Tokens with a position besides the patches: [CLS] (and DeiT's [DIST]); CaiT's and ConViT's [CLS] has none.
+    prefix = {VisionTransformer: int("cls_token" in state), VisionTransformerDistilled: 2}.get(model_class, 0)
     grid = math.isqrt(state["pos_embed"].shape[1] - prefix)
-    return dict(
+    shapes = dict(
         img_size=grid * patch, patch_size=patch, in_chans=in_chans, embed_dim=embed_dim,
-        depth=len({k.split(".")[1] for k in state if k.startswith("blocks.")}),
-        pool="cls" if prefix else "mean",
+        depth=_count_blocks(state, "blocks"),
         num_classes=state["head.weight"].shape[0] if "head.weight" in state else 0,
         mlp_ratio=exact_mlp_ratio(state["blocks.0.mlp.fc1.weight"].shape[0], embed_dim),
+    )
+    if model_class is Cait:
+        return shapes | dict(depth_token_only=_count_blocks(state, "blocks_token_only"))
+    if model_class is ConVit:
+        return shapes | dict(local_up_to_layer=sum(k.endswith(".attn.gating_param") for k in state))
+    return shapes | dict(
+        pool="cls" if prefix else "mean",
         qkv_bias="blocks.0.attn.qkv.bias" in state,
         init_values=1e-5 if "blocks.0.ls1.gamma" in state else None,
     )
 
 
-# VisionTransformer arguments that fix what the weights compute. An override of one of these that contradicts
+def _count_blocks(state: dict[str, Tensor], stage: str) -> int:
+    """How many blocks a stage holds: ``blocks.0.*`` ... ``blocks.11.*`` -> 12."""
+    return len({k.split(".")[1] for k in state if k.startswith(f"{stage}.")})
+
+
+def _model_class(state: dict[str, Tensor], arch: str | None, source: Path) -> type[nn.Module]:
+    """The vitedu class for a state_dict: the ViT successor its keys reveal, which ``arch`` must then name."""
+    found, family, key = state_family(state)
+    expected = timm_model_class(arch) if arch is not None else VisionTransformer
+    if found is expected:
+        return found
+    width = state["patch_embed.proj.weight"].shape[0] if "patch_embed.proj.weight" in state else None
+    names = [n for n in family_archs(found) if timm_kwargs(n)["embed_dim"] == width]
+    hint = (f"pass arch={names[0]!r}" if names else f"vitedu names no {family} of width {width} (it names "
+            f"{', '.join(family_archs(found))}): build a {found.__name__} with its configuration and load_state_dict")
+    if arch is None:
+        raise ValueError(f"{source} holds a {family} state_dict (it has {key!r}); its tensors do not record the "
+                         f"number of heads and the rest of its architecture: {hint}")
+    has = f"it has {key!r}" if key else "it has none of 'dist_token', 'blocks_token_only', 'gating_param'"
+    raise ValueError(f"{source} is not a {split_tag(arch)[0]}: its keys are those of a {family} ({has}): {hint}")
+
+
+# Model arguments that fix what the weights compute. An override of one of these that contradicts
 # the checkpoint is an error, never silently applied or ignored; img_size is allowed (positions are resampled).
 _STRUCTURAL = ("patch_size", "in_chans", "num_classes", "embed_dim", "depth", "num_heads", "mlp_ratio", "qkv_bias",
-               "pool", "norm_eps", "init_values", "pos_embed")
+               "pool", "norm_eps", "init_values", "pos_embed", "depth_token_only", "mlp_ratio_token_only",
+               "local_up_to_layer")
 
 
-def _merge_overrides(recorded: dict[str, Any], overrides: dict[str, Any], source: Path) -> dict[str, Any]:
-    accepted = set(inspect.signature(VisionTransformer).parameters)
+def _merge_overrides(recorded: dict[str, Any], overrides: dict[str, Any], source: Path,
+                     model_class: type[nn.Module] = VisionTransformer) -> dict[str, Any]:
+    accepted = set(constructor_defaults(model_class))
     unknown = sorted(set(overrides) - accepted)
     if unknown:
         raise ValueError(
-            f"from_pretrained got unknown argument(s) {unknown}; VisionTransformer accepts {sorted(accepted)}"
+            f"from_pretrained got unknown argument(s) {unknown}; {model_class.__name__} accepts {sorted(accepted)}"
         )
     conflicts = [
         f"{k}={overrides[k]!r} (the checkpoint has {k}={recorded[k]!r})"
@@ -243,9 +293,16 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _build(kwargs: dict[str, Any], state: dict[str, Tensor], source: Path, img_size: Any = None) -> VisionTransformer:
+def _build(kwargs: dict[str, Any], state: dict[str, Tensor], source: Path, img_size: Any = None,
+           model_class: type[nn.Module] = VisionTransformer) -> nn.Module:
     """Build the model at the checkpoint's resolution and load; for another ``img_size``, resample positions."""
     if img_size is not None and img_size != kwargs["img_size"]:
+        if model_class is not VisionTransformer:
+            raise ValueError(
+                f"{source}: img_size={img_size!r} differs from the checkpoint's {kwargs['img_size']!r}; vitedu "
+                f"resamples position embeddings for its plain ViT only, not for a {model_class.__name__}. Load it "
+                f"at img_size={kwargs['img_size']!r}"
+            )
         old = VisionTransformer(**{**kwargs, "depth": 0, "num_classes": 0})  # only its grid is needed
         new = VisionTransformer(**{**kwargs, "img_size": img_size, "depth": 0, "num_classes": 0})
         if "pos_embed" in state and not kwargs.get("pos_embed") == "sincos":
@@ -253,16 +310,18 @@ def _build(kwargs: dict[str, Any], state: dict[str, Tensor], source: Path, img_s
                 state["pos_embed"], new.patch_embed.grid_size, old.patch_embed.grid_size, old.num_prefix_tokens)}
         kwargs = {**kwargs, "img_size": img_size}
     try:
-        model = VisionTransformer(**kwargs)
+        model = model_class(**kwargs)
     except (TypeError, ValueError) as err:  # e.g. num_heads="3", or a width the head count does not divide
-        raise ValueError(f"{source}: cannot build a VisionTransformer from {kwargs}: {err}") from err
+        raise ValueError(f"{source}: cannot build a {model_class.__name__} from {kwargs}: {err}") from err
     return load_checked(model, state, source).eval()
 
 
 def from_pretrained(
     path_or_hub_id: str | Path, *, arch: str | None = None, checkpoint_key: str | None = None, **overrides: Any
-) -> VisionTransformer:
-    """Build a VisionTransformer from a checkpoint and load its weights; returns it in eval mode.
+) -> nn.Module:
+    """Build a VisionTransformer (or a DeiT-distilled, CaiT or ConViT) from a checkpoint and load its weights.
+
+    Returns the model in eval mode.
 
     Accepts
     - a Hugging Face ViT directory (``config.json`` + ``model.safetensors`` or ``pytorch_model.bin``), or the
@@ -273,13 +332,15 @@ def from_pretrained(
     - a timm state_dict file (``.safetensors``, ``.pth``, ``.bin``), also wrapped by a training script
       (``{"model": ...}``, ``{"state_dict": ...}``; ``checkpoint_key="model_ema"`` picks the EMA weights) or saved
       from DDP (``module.`` prefixes). ``arch`` names its timm architecture (tags allowed); without it the
-      configuration is read from the shapes and the rest assumed, with a warning.
+      configuration is read from the shapes and the rest assumed, with a warning. A DeiT-distilled, CaiT or
+      ConViT state_dict needs ``arch`` (e.g. ``arch="cait_xxs24_224"``); its tensors decide the classes, depth,
+      resolution and input channels, the architecture the rest.
 
-    Keyword arguments are VisionTransformer arguments. Those the checkpoint records (width, depth, heads,
-    classes, ...) may only repeat its values: a contradicting override raises instead of being ignored or
-    changing what the weights compute. ``img_size=`` rebuilds the model for another resolution and resamples
-    the position embeddings (bicubic with antialiasing, as timm). The model's ``class_names`` holds the
-    checkpoint's label names when it has them.
+    Keyword arguments are arguments of the model's class (VisionTransformer, Cait, ...). Those the checkpoint
+    records (width, depth, heads, classes, ...) may only repeat its values: a contradicting override raises
+    instead of being ignored or changing what the weights compute. ``img_size=`` rebuilds the model for another
+    resolution and resamples the position embeddings (bicubic with antialiasing, as timm; ViT only). The
+    model's ``class_names`` holds the checkpoint's label names when it has them.
     """
     path = _resolve(path_or_hub_id)
     if path.is_file():
@@ -350,7 +411,7 @@ def _from_directory(path: Path, arch: str | None, overrides: dict[str, Any], wei
 
 
 def _from_timm_config(config: dict[str, Any], state: dict[str, Tensor], weights: Path, arch: str | None,
-                      overrides: dict[str, Any]) -> VisionTransformer:
+                      overrides: dict[str, Any]) -> nn.Module:
     _require_types(config, {"architecture": str, "model_args": dict, "pretrained_cfg": dict, "num_classes": int,
                             "label_names": (list, dict)}, weights.parent / "config.json")
     input_size = (config.get("pretrained_cfg") or {}).get("input_size")
@@ -367,8 +428,9 @@ def _from_timm_config(config: dict[str, Any], state: dict[str, Tensor], weights:
         recorded = timm_kwargs(recorded_arch, model_args, config.get("pretrained_cfg"), state)
     except ValueError as err:
         raise ValueError(f"{weights.parent}: {err}") from err
+    model_class = timm_model_class(recorded_arch)
     img_size = overrides.pop("img_size", None)
-    model = _build(_merge_overrides(recorded, overrides, weights), state, weights, img_size)
+    model = _build(_merge_overrides(recorded, overrides, weights, model_class), state, weights, img_size, model_class)
     labels = config.get("label_names") or (config.get("pretrained_cfg") or {}).get("label_names")
     if isinstance(labels, dict):
         labels = [labels[k] for k in sorted(labels, key=int)]
@@ -377,7 +439,7 @@ def _from_timm_config(config: dict[str, Any], state: dict[str, Tensor], weights:
 
 
 def _from_state_dict_file(path: Path, arch: str | None, checkpoint_key: str | None,
-                          overrides: dict[str, Any]) -> VisionTransformer:
+                          overrides: dict[str, Any]) -> nn.Module:
     state, extras = read_state_dict(path, checkpoint_key)
     if any(k.startswith(("embeddings.", "vit.embeddings.", "encoder.layer.")) for k in state):
         raise ValueError(
@@ -391,20 +453,23 @@ def _from_state_dict_file(path: Path, arch: str | None, checkpoint_key: str | No
             pinned = timm_kwargs(arch, state=state)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from err
-    reasons = key_reasons(state)
+    model_class = _model_class(state, arch, path)
+    reasons = key_reasons(state) if model_class is VisionTransformer else []
     if reasons:
         raise ValueError(
             f"{path} cannot be loaded exactly: it has {'; '.join(reasons)}, which vitedu's ViT does not implement. "
             f"Its keys: {_fold(list(state))[:16]}"
         )
-    shapes = _infer_timm_kwargs(state, path)
+    shapes = _infer_timm_kwargs(state, path, model_class)
     img_size = overrides.pop("img_size", None)
     if arch is not None:
         wrong = [f"{k} {shapes[k]} (a {split_tag(arch)[0]} has {pinned[k]})" for k in ("embed_dim", "patch_size")
                  if shapes[k] != pinned[k]]
         if wrong:
+            instead = ("leave arch out and pass num_heads=" if model_class is VisionTransformer
+                       else f"build a {model_class.__name__} and use load_state_dict")
             raise ValueError(f"{path} is not a {split_tag(arch)[0]}: its tensors have {', '.join(wrong)}. Pass the "
-                             f"right arch=, or leave arch out and pass num_heads=")
+                             f"right arch=, or {instead}")
         # The tensors decide what they record (depth, classes, resolution may differ from the architecture's
         # defaults, as with timm.create_model(arch, num_classes=...)); the architecture decides the rest.
         recorded = {**pinned, **shapes}
@@ -428,7 +493,7 @@ def _from_state_dict_file(path: Path, arch: str | None, checkpoint_key: str | No
             UserWarning,
             stacklevel=3,
         )
-    model = _build(_merge_overrides(recorded, overrides, path), state, path, img_size)
+    model = _build(_merge_overrides(recorded, overrides, path, model_class), state, path, img_size, model_class)
     model.class_names = None
     return model
 

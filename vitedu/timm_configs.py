@@ -5,7 +5,8 @@ A timm checkpoint on the hub is a ``config.json`` naming its ``"architecture"`` 
 is a *tag* naming the training run, not the architecture) plus ``model.safetensors``. The name fixes
 everything the tensors cannot record: the number of heads, the activation, the pooling and where the
 LayerNorms sit. vitedu's ``VisionTransformer`` is timm's plain pre-norm ViT, so it loads exactly the
-architectures listed in ``TIMM_ARCHITECTURES`` and refuses every other one with the reason.
+architectures listed in ``TIMM_ARCHITECTURES``; its successors of chapter 9 (DeiT-distilled, CaiT, ConViT) load
+under the timm names listed in ``TIMM_VARIANTS``. Every other architecture is refused with the reason.
 
 ``FAMILIES`` lists one representative architecture per family with the outcome the tests check against
 timm itself; ``support_table()`` renders it as the README's table.
@@ -13,10 +14,17 @@ timm itself; ``support_table()`` renders it as the README's table.
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
-from torch import Tensor
+from torch import Tensor, nn
+
+from .cait import Cait
+from .convit import ConVit
+from .deit import VisionTransformerDistilled
+from .models import VARIANT_CONFIGS
+from .vit import VisionTransformer
 
 
 def _vit(patch: int, dim: int, depth: int, heads: int, img: int = 224, **extra: Any) -> dict[str, Any]:
@@ -59,6 +67,18 @@ TIMM_ARCHITECTURES: dict[str, dict[str, Any]] = {
     "deit_base_patch16_384": _vit(16, 768, 12, 12, 384),
 }
 
+# timm's successors of the ViT that vitedu implements (chapter 9): configurations in vitedu.models.VARIANT_CONFIGS,
+# with timm's names, keys and parameter counts.
+TIMM_VARIANTS = ("deit_tiny_distilled_patch16_224", "deit_small_distilled_patch16_224", "cait_xxs24_224",
+                 "cait_s24_224", "convit_tiny", "convit_small")
+
+# The key only each successor has, so that a state_dict reveals its family: (model class, family, key pattern).
+_FAMILY_KEYS = [
+    (VisionTransformerDistilled, "DeiT-distilled", r"^dist_token$"),
+    (Cait, "CaiT", r"^blocks_token_only\."),
+    (ConVit, "ConViT", r"\.attn\.gating_param$"),
+]
+
 # What vitedu lacks, recognised from the architecture name (for what the tensors cannot show, e.g. post-norm).
 _NAME_REASONS = [
     (r"_rpn_", "post-norm blocks (timm's ResPostBlock: LayerNorm after each residual branch, not before)"),
@@ -72,7 +92,9 @@ _NAME_REASONS = [
     (r"quickgelu", "the QuickGELU activation x * sigmoid(1.702 x) instead of the exact GELU"),
     (r"swiglu|eva02|giant_patch14_dinov2|giant_patch14_reg", "a SwiGLU MLP (gated: two input projections)"),
     (r"deit3", "position embeddings that skip [CLS] (no_embed_class, DeiT III)"),
-    (r"distilled", "a distillation token (DeiT-distilled: two heads)"),
+    (r"distilled|^cait_|^convit_", "a DeiT-distilled, CaiT or ConViT configuration vitedu has no name for (it names "
+                                   f"{', '.join(TIMM_VARIANTS)}; for another, build the model of vitedu.deit, "
+                                   "vitedu.cait or vitedu.convit with its configuration and use load_state_dict)"),
     (r"_r\d+_|resnet|hybrid", "a CNN stem (hybrid ViT) instead of a linear patch embedding"),
     (r"\d+x\d+_|parallel", "parallel attention and MLP branches in each block"),
 ]
@@ -104,6 +126,40 @@ def split_tag(name: str) -> tuple[str, str | None]:
     name = name.removeprefix("timm/").removeprefix("hf-hub:timm/").removeprefix("hf_hub:timm/")
     arch, _, tag = name.partition(".")
     return arch, tag or None
+
+
+def timm_model_class(arch_or_tagged: str) -> type[nn.Module]:
+    """The vitedu class of a timm architecture vitedu loads: ``VisionTransformer`` or one of its successors."""
+    arch, _ = split_tag(arch_or_tagged)
+    return VARIANT_CONFIGS[arch][0] if arch in TIMM_VARIANTS else VisionTransformer
+
+
+def constructor_defaults(model_class: type[nn.Module]) -> dict[str, Any]:
+    """Every argument of a model class with its default, following ``**kwargs`` to the parent class."""
+    defaults: dict[str, Any] = {}
+    for cls in model_class.__mro__[:-1]:  # the last is object
+        if cls is nn.Module:
+            break
+        params = inspect.signature(cls.__init__).parameters.values()
+        defaults = {p.name: p.default for p in params if p.default is not p.empty} | defaults
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return defaults
+
+
+def state_family(state: dict[str, Tensor]) -> tuple[type[nn.Module], str, str]:
+    """(class, family, key) of the ViT successor a timm state_dict's keys reveal; (VisionTransformer, "ViT", "")
+    when they reveal none."""
+    for model_class, family, pattern in _FAMILY_KEYS:
+        key = next((k for k in state if re.search(pattern, k)), None)
+        if key is not None:
+            return model_class, family, key
+    return VisionTransformer, "ViT", ""
+
+
+def family_archs(model_class: type[nn.Module]) -> list[str]:
+    """The timm names vitedu loads for a model class, e.g. ``Cait`` -> ``["cait_xxs24_224", "cait_s24_224"]``."""
+    return [name for name in (*TIMM_ARCHITECTURES, *TIMM_VARIANTS) if timm_model_class(name) is model_class]
 
 
 def name_reasons(arch: str) -> list[str]:
@@ -147,6 +203,9 @@ _TIMM_DEFAULTS = {"class_token": True, "no_embed_class": False, "reg_tokens": 0,
                   "act_layer": None, "norm_layer": None, "mlp_layer": None, "block_fn": None, "embed_layer": None,
                   "dynamic_img_size": False, "dynamic_img_pad": False, "patch_bias": True, "weight_init": "",
                   "global_pool": "token", "scale_attn_norm": False, "scale_mlp_norm": False, "attn_layer": None}
+# timm model_args of CaiT and ConViT that vitedu implements, and their other arguments at their defaults.
+_VARIANT_ARG_NAMES = {"depth_token_only", "mlp_ratio_token_only", "local_up_to_layer", "locality_strength"}
+_TIMM_DEFAULTS |= {"use_pos_embed": True, "hybrid_backbone": None}
 # Arguments that change nothing in the forward pass of an eval-mode model with the recorded image size.
 _HARMLESS = {"drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", "attn_drop_rate", "drop_path_rate",
              "dynamic_img_size", "weight_init", "fix_init"}
@@ -154,34 +213,39 @@ _HARMLESS = {"drop_rate", "pos_drop_rate", "patch_drop_rate", "proj_drop_rate", 
 
 def timm_kwargs(arch_or_tagged: str, model_args: dict[str, Any] | None = None,
                 pretrained_cfg: dict[str, Any] | None = None, state: dict[str, Tensor] | None = None) -> dict[str, Any]:
-    """VisionTransformer kwargs for a timm architecture, refusing what vitedu does not implement exactly.
+    """Keyword arguments of ``timm_model_class(arch)`` for a timm architecture, refusing what vitedu lacks.
 
-    ``model_args`` and ``pretrained_cfg`` are the fields of the same name in timm's hub ``config.json``:
-    ``model_args`` holds the arguments given to ``timm.create_model`` (they override the architecture's),
-    ``pretrained_cfg["input_size"]`` the resolution the weights were trained at. ``state`` (the weights),
-    when given, adds what its keys reveal to the reasons of a refusal.
+    Every argument of the class is given (the architecture's value, else the class default), so that an override
+    can be checked against each one. ``model_args`` and ``pretrained_cfg`` are the fields of the same name in
+    timm's hub ``config.json``: ``model_args`` holds the arguments given to ``timm.create_model`` (they override
+    the architecture's), ``pretrained_cfg["input_size"]`` the resolution the weights were trained at. ``state``
+    (the weights), when given, adds what its keys reveal to the reasons of a refusal.
     """
     if not isinstance(arch_or_tagged, str):
         raise ValueError(
             f"arch should be a timm architecture name such as 'vit_base_patch16_224', got {arch_or_tagged!r}"
         )
     arch, _ = split_tag(arch_or_tagged)
-    if arch not in TIMM_ARCHITECTURES:
+    if arch not in TIMM_ARCHITECTURES and arch not in TIMM_VARIANTS:
         reasons = name_reasons(arch) or ["an architecture vitedu has no exact counterpart for"]
         seen = key_reasons(state or {})
         raise ValueError(
             f"timm architecture {arch!r} is not supported: it has {'; '.join(reasons)}"
             + (f". Its weights show {'; '.join(seen)}" if seen else "")
-            + f". vitedu loads only the {len(TIMM_ARCHITECTURES)} timm architectures it computes exactly (identical "
-            f"logits), listed in vitedu.timm_configs.TIMM_ARCHITECTURES, e.g. 'vit_base_patch16_224'"
+            + f". vitedu loads only the {len(TIMM_ARCHITECTURES) + len(TIMM_VARIANTS)} timm architectures it "
+            f"computes exactly (identical logits), listed in vitedu.timm_configs.TIMM_ARCHITECTURES and "
+            f"TIMM_VARIANTS, e.g. 'vit_base_patch16_224'"
         )
-    kwargs = dict(TIMM_ARCHITECTURES[arch])
+    model_class = timm_model_class(arch)
+    config = TIMM_ARCHITECTURES[arch] if model_class is VisionTransformer else VARIANT_CONFIGS[arch][1]
+    kwargs = {**constructor_defaults(model_class), **config}
     input_size = (pretrained_cfg or {}).get("input_size")
     if input_size:
         kwargs["img_size"] = tuple(input_size[1:])
+    accepted = (_ARG_NAMES | _VARIANT_ARG_NAMES) & set(kwargs)
     unsupported = []
     for key, value in (model_args or {}).items():
-        if key in _ARG_NAMES:
+        if key in accepted:
             kwargs[key] = tuple(value) if isinstance(value, list) else value
         elif key == "global_pool" and value in ("token", ""):
             continue
@@ -190,8 +254,12 @@ def timm_kwargs(arch_or_tagged: str, model_args: dict[str, Any] | None = None,
     if unsupported:
         raise ValueError(
             f"timm architecture {arch!r} was built with model_args that vitedu does not implement: "
-            f"{', '.join(unsupported)}; vitedu's ViT is timm's plain ViT with [CLS] pooling"
+            f"{', '.join(unsupported)}; vitedu's {model_class.__name__} is timm's with [CLS] pooling and these "
+            f"arguments at their defaults"
         )
+    if model_class is ConVit:  # timm's ConVit takes the width per head: ours is the full width D
+        per_head = (model_args or {}).get("embed_dim", config["embed_dim"] // config["num_heads"])
+        kwargs["embed_dim"] = per_head * kwargs["num_heads"]
     if isinstance(kwargs["img_size"], tuple) and kwargs["img_size"][0] == kwargs["img_size"][1]:
         kwargs["img_size"] = kwargs["img_size"][0]
     return kwargs
@@ -206,7 +274,9 @@ FAMILIES: list[tuple[str, str, bool, str]] = [
     ("DINOv2 without registers", "vit_small_patch14_dinov2", True, ""),
     ("DeiT", "deit_small_patch16_224", True, ""),
     ("ViT-giant (mlp_ratio 48/11)", "vit_giant_patch14_224", True, ""),
-    ("DeiT-distilled", "deit_small_distilled_patch16_224", False, "distillation token"),
+    ("DeiT-distilled (distillation token)", "deit_small_distilled_patch16_224", True, ""),
+    ("CaiT (class attention, talking heads)", "cait_xxs24_224", True, ""),
+    ("ConViT (gated positional attention)", "convit_tiny", True, ""),
     ("DeiT III", "deit3_small_patch16_224", False, "no_embed_class"),
     ("DINOv2 with registers", "vit_small_patch14_reg4_dinov2", False, "register tokens"),
     ("ViT with registers (reg4)", "vit_medium_patch16_reg4_gap_256", False, "register tokens"),
