@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from timm_reference import import_timm
 
 from vitedu.pretrained import from_pretrained
-from vitedu.timm_configs import FAMILIES, TIMM_ARCHITECTURES
+from vitedu.timm_configs import FAMILIES, TIMM_ARCHITECTURES, split_tag, timm_kwargs
 
 timm = import_timm()
 if timm is None:
@@ -19,12 +19,16 @@ if timm is None:
 from timm.models._hub import save_for_hf  # noqa: E402
 
 SMALL = dict(img_size=32, patch_size=8, depth=2, embed_dim=48, num_heads=3, num_classes=5)
+# ConViT's local heads tile a square kernel (4 heads: 2x2), timm's ConViT takes the width per head (12 x 4 = 48),
+# and [CLS] joins after the GPSA blocks, so at least one ordinary block must follow them.
+FAMILY_SMALL = {"convit_tiny": dict(embed_dim=12, num_heads=4, local_up_to_layer=1)}
 IMAGES = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
 
 
 def _timm_model(name: str, **kwargs):
     torch.manual_seed(0)
-    model = timm.create_model(name, pretrained=False, **{**SMALL, **kwargs}).eval()
+    family = FAMILY_SMALL.get(split_tag(name)[0], {})
+    model = timm.create_model(name, pretrained=False, **{**SMALL, **family, **kwargs}).eval()
     with torch.no_grad():  # timm initialises LayerNorms to (1, 0) and LayerScale to 1e-5: randomise everything
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
@@ -61,8 +65,9 @@ def test_timm_hub_directory(tmp_path, family, arch, exact, lacks):
 def test_bare_state_dict_pinned_by_arch(tmp_path, family, arch, exact, lacks):
     path = tmp_path / "weights.safetensors"
     if exact:  # the architecture's own width and patch size (arch= checks them), one block, a 2x2 patch grid
-        patch = TIMM_ARCHITECTURES[arch]["patch_size"]
-        theirs = timm.create_model(arch, pretrained=False, depth=1, img_size=2 * patch, num_classes=5).eval()
+        patch = timm_kwargs(arch)["patch_size"]
+        blocks = dict(depth=2, local_up_to_layer=1) if arch.startswith("convit") else dict(depth=1)  # GPSA, then SA
+        theirs = timm.create_model(arch, pretrained=False, img_size=2 * patch, num_classes=5, **blocks).eval()
         save_file(theirs.state_dict(), path)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # arch= pins everything: no assumption, no warning
