@@ -21,7 +21,6 @@ loads. Re-running skips runs already in that file (``--fresh`` starts over).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from comparison import command_line, key, pick
 
 from vitedu import data as D
 from vitedu import train as T
@@ -123,10 +123,6 @@ def job_star(args: tuple[str, T.TrainConfig]) -> dict:
     return job(*args)
 
 
-def key(arm: str, config: T.TrainConfig) -> str:
-    return arm + json.dumps(asdict(config), sort_keys=True)
-
-
 def run_all(jobs: list[tuple[str, T.TrainConfig]], done: dict, workers: int, save) -> None:
     todo = list({key(arm, c): (arm, c) for arm, c in jobs if key(arm, c) not in done}.values())
     print(f"{len(jobs)} runs, {len(todo)} to do", flush=True)
@@ -138,24 +134,10 @@ def run_all(jobs: list[tuple[str, T.TrainConfig]], done: dict, workers: int, sav
                   f"val {record['val_acc']:.4f} ({record['seconds']:.0f} s)", flush=True)
 
 
-def pick(records: list[dict]) -> dict:
-    """Highest validation accuracy; ties broken by lower validation loss. Reads no test number."""
-    return max(records, key=lambda r: (r["val_acc"], -r["val_loss"]))
-
-
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--workers", type=int, default=1, help="processes in parallel (1 thread each)")
-    p.add_argument("--out", type=Path, default=OUT)
-    p.add_argument("--fresh", action="store_true", help="ignore runs already saved in --out")
-    p.add_argument("--fractions", type=float, nargs="+", default=FRACTIONS, help="training-set fractions")
-    p.add_argument("--seeds", type=int, nargs="+", default=SEEDS)
-    args = p.parse_args()
-    fractions, seeds = tuple(args.fractions), tuple(args.seeds)
+    args, done = command_line(__doc__.splitlines()[0], OUT, FRACTIONS, SEEDS)
+    fractions, seeds = args.fractions, args.seeds
     torch.set_num_threads(1)
-    done: dict = {}
-    if args.out.exists() and not args.fresh:
-        done = {r["key"]: r for r in json.loads(args.out.read_text())["runs"]}
     summary: dict = {}
 
     def save() -> None:

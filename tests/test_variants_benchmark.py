@@ -5,6 +5,7 @@ stored runs, every seed and fraction present)."""
 import importlib.util
 import json
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import torch
 from vitedu import create_model
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # as when run as a script: it imports benchmarks/comparison.py
 spec = importlib.util.spec_from_file_location("variants", ROOT / "benchmarks" / "variants.py")
 V = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(V)
