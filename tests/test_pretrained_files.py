@@ -362,3 +362,25 @@ def test_hub_errors_become_os_errors(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "list_repo_files", offline)
     with pytest.raises(OSError, match="could not fetch 'owner/model'.*ConnectionError: no route to host"):
         pretrained._download("owner/model")
+
+
+def test_img_size_override_rebuilds_hf_and_bare_checkpoints(tmp_path, vit):
+    _hf_dir(tmp_path / "hf", **HF)
+    big = torch.randn(1, 3, 64, 64)
+    assert from_pretrained(tmp_path / "hf", img_size=64)(big).shape == (1, 5)
+    save_file(vit.state_dict(), tmp_path / "bare.safetensors")
+    assert _load_quietly(tmp_path / "bare.safetensors", img_size=64)(big).shape == (1, 5)
+
+
+def test_hf_class_names_follow_the_numeric_label_order(tmp_path):
+    """id2label's keys are strings in config.json: label 10 comes after label 9, not after label 1."""
+    labels = {i: f"class {i}" for i in range(12)}
+    _hf_dir(tmp_path, **{**HF, "num_labels": 12, "id2label": labels, "label2id": {v: k for k, v in labels.items()}})
+    assert from_pretrained(tmp_path).class_names == [f"class {i}" for i in range(12)]
+
+
+def test_mismatch_errors_fold_block_numbers(tmp_path, vit):
+    state = {k.replace(".attn.qkv.", ".attn.fused."): v for k, v in vit.state_dict().items()}
+    with pytest.raises(ValueError, match=r"blocks\.N\.attn\.fused\.weight") as err:
+        pretrained.load_checked(vitedu.VisionTransformer(**SMALL), state)
+    assert "blocks.0.attn.fused" not in str(err.value) and "blocks.1.attn.fused" not in str(err.value)
