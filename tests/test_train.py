@@ -55,6 +55,9 @@ def test_distillation_loss_hard_and_soft():
     by_hand = (p_t * (p_t.log() - p_s.log())).sum(-1).mean() * t**2  # KL(teacher || student), batch mean
     assert torch.allclose(T.distillation_loss(student, teacher, t), by_hand, atol=1e-6)
     assert T.distillation_loss(teacher, teacher, t).abs() < 1e-6  # copying the teacher costs nothing
+    p_1, s_1 = torch.softmax(teacher, -1), torch.softmax(student, -1)  # T = 1 is soft too: only T <= 0 is hard
+    kl_1 = (p_1 * (p_1.log() - s_1.log())).sum(-1).mean()
+    torch.testing.assert_close(T.distillation_loss(student, teacher, 1.0), kl_1)
 
 
 def test_short_run_reduces_loss(device):
