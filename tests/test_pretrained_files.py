@@ -257,9 +257,130 @@ def test_every_damaged_tensor_gives_a_value_error(tmp_path, vit):
     ({"model_type": "vit", "hidden_size": "a", "num_hidden_layers": 1, "num_attention_heads": 3}, "hidden_size"),
     ({"model_type": "vit", "hidden_size": 48, "num_hidden_layers": 1, "num_attention_heads": 3, "id2label": 5},
      "id2label"),
+    ({"model_type": "vit", "hidden_size": 48, "num_hidden_layers": "1", "num_attention_heads": 3},
+     "num_hidden_layers"),
+    ({"model_type": "vit", "hidden_size": 48, "num_hidden_layers": 1, "num_attention_heads": 3.0},
+     "num_attention_heads"),
 ])
 def test_config_fields_of_the_wrong_type(tmp_path, vit, config, field):
     save_file(vit.state_dict(), tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=field):
         from_pretrained(tmp_path)
+
+
+# ---- behaviours found by mutation testing (issue 16) ----
+
+def test_hf_config_without_model_type_is_a_vit():
+    """transformers writes model_type, but a hand-written config.json that leaves it out still describes a ViT."""
+    config = {k: v for k, v in HF.items() if k != "num_labels"}
+    assert pretrained.hf_config_to_kwargs(config)["embed_dim"] == 48
+    assert pretrained.hf_config_to_kwargs({**config, "model_type": "vit"}) == pretrained.hf_config_to_kwargs(config)
+    with pytest.raises(ValueError, match="model_type 'deit'"):
+        pretrained.hf_config_to_kwargs({**config, "model_type": "deit"})
+
+
+def test_hf_config_fields_left_out_take_transformers_defaults():
+    """A config.json holds only what differs from ViTConfig's defaults when written by hand: the rest is
+    transformers' default (224 pixels, 16-pixel patches, RGB, MLP 4x, qkv bias, eps 1e-12), not ours."""
+    minimal = {"hidden_size": 768, "num_hidden_layers": 2, "num_attention_heads": 12}
+    ours = pretrained.hf_config_to_kwargs(minimal)
+    theirs = pretrained.hf_config_to_kwargs(transformers.ViTConfig(**minimal).to_dict())
+    fields = ("img_size", "patch_size", "in_chans", "mlp_ratio", "qkv_bias", "norm_eps")
+    assert {k: ours[k] for k in fields} == {k: theirs[k] for k in fields}
+    assert (ours["img_size"], ours["patch_size"], ours["in_chans"]) == (224, 16, 3)
+
+
+def test_hf_state_dict_conversion_drops_the_pooler_anywhere_and_names_unknown_keys():
+    theirs = transformers.ViTForImageClassification(transformers.ViTConfig(**HF)).state_dict()
+    converted = pretrained.convert_hf_state_dict(theirs)
+    assert "blocks.1.attn.qkv.weight" in converted and not any(".query." in k for k in converted)
+    pooler = {"vit.pooler.dense.weight": torch.zeros(48, 48), "vit.pooler.dense.bias": torch.zeros(48)}
+    first = pretrained.convert_hf_state_dict({**pooler, **theirs})  # ViTModel's pooler, here before everything else
+    assert first.keys() == converted.keys()
+    assert all(torch.equal(first[k], v) for k, v in converted.items())
+    with pytest.raises(ValueError, match=r"unrecognised keys \['encoder.layer.0.attention.attention.q_bias'\]"):
+        pretrained.convert_hf_state_dict({**theirs, "vit.encoder.layer.0.attention.attention.q_bias": torch.zeros(48)})
+
+
+def test_overrides_compare_floats_with_a_tolerance(tmp_path):
+    """A float the checkpoint records (an MLP ratio of 201 / 100, an eps) may be repeated as the user writes it;
+    any other value, or None against a number, is a conflict."""
+    _hf_dir(tmp_path, **{**HF, "hidden_size": 100, "num_attention_heads": 4, "intermediate_size": 201})
+    assert from_pretrained(tmp_path, mlp_ratio=2.01, norm_eps=1e-12).blocks[0].mlp.fc1.out_features == 201
+    for conflict in (dict(mlp_ratio=2.0), dict(norm_eps=1e-6), dict(norm_eps=None)):
+        with pytest.raises(ValueError, match="the checkpoint has"):
+            from_pretrained(tmp_path, **conflict)
+    assert pretrained._same(3, 3.0 + 1e-12) and pretrained._same(3.0 + 1e-12, 3)  # an int against a float
+    assert not pretrained._same(None, 1e-6) and not pretrained._same(1e-6, None) and not pretrained._same(4.0, 2.0)
+
+
+class _FakeHub:
+    """huggingface_hub's list_repo_files and hf_hub_download for one repository, without the network."""
+
+    def __init__(self, root, files):
+        self.root, self.files, self.downloaded = root, files, []
+
+    def list_repo_files(self, hub_id):
+        assert hub_id == "owner/model"
+        return list(self.files)
+
+    def hf_hub_download(self, hub_id, filename):
+        assert hub_id == "owner/model" and filename in self.files
+        self.downloaded.append(filename)
+        (self.root / filename).write_text("{}")
+        return str(self.root / filename)
+
+
+@pytest.mark.parametrize("files, fetched", [
+    (["config.json", "model.safetensors", "pytorch_model.bin", "README.md"], ["model.safetensors", "config.json"]),
+    (["config.json", "pytorch_model.bin"], ["pytorch_model.bin", "config.json"]),
+    (["config.json", "README.md"], None),
+    (["model.safetensors"], None),
+])
+def test_hub_download_fetches_config_and_one_weights_file(tmp_path, monkeypatch, files, fetched):
+    """safetensors is preferred; the pickled .bin only when there is no safetensors; both needed files or an error."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    hub = _FakeHub(tmp_path, files)
+    monkeypatch.setattr(huggingface_hub, "list_repo_files", hub.list_repo_files)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", hub.hf_hub_download)
+    if fetched is None:
+        with pytest.raises(ValueError, match="has no config.json with model.safetensors"):
+            pretrained._download("owner/model")
+        assert hub.downloaded == []
+    else:
+        assert pretrained._download("owner/model") == tmp_path
+        assert hub.downloaded == fetched
+
+
+def test_hub_errors_become_os_errors(monkeypatch):
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+
+    def offline(hub_id):
+        raise ConnectionError("no route to host")
+
+    monkeypatch.setattr(huggingface_hub, "list_repo_files", offline)
+    with pytest.raises(OSError, match="could not fetch 'owner/model'.*ConnectionError: no route to host"):
+        pretrained._download("owner/model")
+
+
+def test_img_size_override_rebuilds_hf_and_bare_checkpoints(tmp_path, vit):
+    _hf_dir(tmp_path / "hf", **HF)
+    big = torch.randn(1, 3, 64, 64)
+    assert from_pretrained(tmp_path / "hf", img_size=64)(big).shape == (1, 5)
+    save_file(vit.state_dict(), tmp_path / "bare.safetensors")
+    assert _load_quietly(tmp_path / "bare.safetensors", img_size=64)(big).shape == (1, 5)
+
+
+def test_hf_class_names_follow_the_numeric_label_order(tmp_path):
+    """id2label's keys are strings in config.json: label 10 comes after label 9, not after label 1."""
+    labels = {i: f"class {i}" for i in range(12)}
+    _hf_dir(tmp_path, **{**HF, "num_labels": 12, "id2label": labels, "label2id": {v: k for k, v in labels.items()}})
+    assert from_pretrained(tmp_path).class_names == [f"class {i}" for i in range(12)]
+
+
+def test_mismatch_errors_fold_block_numbers(tmp_path, vit):
+    state = {k.replace(".attn.qkv.", ".attn.fused."): v for k, v in vit.state_dict().items()}
+    with pytest.raises(ValueError, match=r"blocks\.N\.attn\.fused\.weight") as err:
+        pretrained.load_checked(vitedu.VisionTransformer(**SMALL), state)
+    assert "blocks.0.attn.fused" not in str(err.value) and "blocks.1.attn.fused" not in str(err.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import time
 from dataclasses import replace
 
 import pytest
@@ -54,6 +55,9 @@ def test_distillation_loss_hard_and_soft():
     by_hand = (p_t * (p_t.log() - p_s.log())).sum(-1).mean() * t**2  # KL(teacher || student), batch mean
     assert torch.allclose(T.distillation_loss(student, teacher, t), by_hand, atol=1e-6)
     assert T.distillation_loss(teacher, teacher, t).abs() < 1e-6  # copying the teacher costs nothing
+    p_1, s_1 = torch.softmax(teacher, -1), torch.softmax(student, -1)  # T = 1 is soft too: only T <= 0 is hard
+    kl_1 = (p_1 * (p_1.log() - s_1.log())).sum(-1).mean()
+    torch.testing.assert_close(T.distillation_loss(student, teacher, 1.0), kl_1)
 
 
 def test_short_run_reduces_loss(device):
@@ -228,3 +232,308 @@ def test_evaluate_measures_in_eval_mode():
         model.train()
         loss, acc = T.evaluate(model, loader)
         assert loss == pytest.approx(expected_loss, rel=1e-5) and acc == pytest.approx(expected_acc)
+
+
+def test_lr_schedule_never_overshoots_and_rests_at_the_floor():
+    """The warm-up ends exactly at the peak (the first cosine step is the peak, not above it); after the planned
+    steps the rate stays at min_lr (no second cycle); without warm-up the cosine starts at the peak."""
+    lrs = [T.lr_at(s, total_steps=100, warmup_steps=10, lr=1.0, min_lr=0.1) for s in range(130)]
+    assert max(lrs) == pytest.approx(1.0) and lrs[10] == pytest.approx(1.0)
+    assert all(lr == pytest.approx(0.1) for lr in lrs[100:])
+    assert T.lr_at(0, total_steps=10, warmup_steps=0, lr=1.0, min_lr=0.0) == pytest.approx(1.0)
+    assert T.lr_at(11, total_steps=11, warmup_steps=10, lr=1.0, min_lr=0.1) == pytest.approx(0.1)  # one cosine step
+
+
+def test_weight_decay_groups_skip_frozen_parameters_and_the_distillation_token():
+    model = create_model("deit_digits_patch2_8")
+    model.patch_embed.proj.weight.requires_grad_(False)  # frozen: the optimizer never sees it
+    decay, no_decay = T.param_groups(model, 0.05)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decayed = {names[id(p)] for p in decay["params"]}
+    skipped = {names[id(p)] for p in no_decay["params"]}
+    assert "dist_token" in skipped and "patch_embed.proj.weight" not in decayed | skipped
+    assert "blocks.0.attn.qkv.weight" in decayed
+    assert len(decayed) + len(skipped) == len(names) - 1
+
+
+def test_mixed_precision_dtype_on_cuda(monkeypatch):
+    """Only the device's type and bf16 support decide, so this runs without a GPU."""
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    assert T.amp_dtype(cuda) is torch.bfloat16 and T.autocast_dtype(cuda) is torch.bfloat16
+    assert T.autocast_dtype(cuda, "bf16") is torch.bfloat16 and T.autocast_dtype(cuda, "fp32") is None
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: False)
+    assert T.amp_dtype(cuda) is torch.float16 and T.autocast_dtype(cuda) is torch.float16  # with loss scaling
+    with pytest.raises(ValueError, match="bfloat16"):
+        T.autocast_dtype(cuda, "bf16")
+    assert T.amp_dtype(torch.device("cpu")) is None and T.amp_dtype(torch.device("mps")) is None
+
+
+def test_model_kwargs_are_the_named_config_with_overrides_on_top():
+    from vitedu.models import MODEL_CONFIGS, VARIANT_CONFIGS
+
+    assert T.model_kwargs(TINY) == {**MODEL_CONFIGS["vit_digits_patch2_8"], "embed_dim": 32, "depth": 1}
+    deit = replace(TINY, model="deit_digits_patch2_8", model_kwargs={"depth": 2})
+    assert T.model_kwargs(deit) == {**VARIANT_CONFIGS["deit_digits_patch2_8"][1], "depth": 2}
+    assert T.model_kwargs(replace(TINY, model="not_registered", model_kwargs={"img_size": 16})) == {"img_size": 16}
+
+
+def _fixed_model_epoch(model, config, teacher=None):
+    """One train_one_epoch with lr 0 (the weights never move) on un-augmented digits; returns its numbers and the
+    loader, so the same batches can be replayed by hand."""
+    loader = T.make_loaders(config, torch.device("cpu"))["train"]
+    optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
+    loader.set_epoch(3)
+    numbers = T.train_one_epoch(model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False), config, 0,
+                                len(loader), teacher)
+    loader.set_epoch(3)
+    return numbers, loader
+
+
+@pytest.mark.parametrize("family", ["vit", "deit"])
+def test_train_one_epoch_reports_the_loss_it_minimises(family):
+    """Mean loss and accuracy over the epoch are those of the recipe: label smoothing, and the teacher mixed in with
+    weight distill_alpha (through the one head of a ViT, or the [DIST] head of a DeiT, whose prediction is the mean
+    of its two heads)."""
+    config = replace(TINY, model=f"{family}_digits_patch2_8", lr=0.0, min_lr=0.0, augment="none", label_smoothing=0.2,
+                     distill_alpha=0.3, distill_temperature=2.0)
+    torch.manual_seed(0)
+    model = create_model(config.model, **config.model_kwargs)
+    teacher = create_model("vit_digits_patch2_8", **TINY.model_kwargs).eval()  # any network can teach
+    if family == "deit":
+        model.set_distilled_training(True)
+    (loss, acc, speed, step), loader = _fixed_model_epoch(model, config, teacher)
+    loss_sum, correct, seen = 0.0, 0, 0
+    with torch.no_grad():
+        for images, labels in loader:
+            outputs, teacher_logits = model(images), teacher(images)
+            if family == "deit":
+                cls_logits, dist_logits = outputs
+                batch_loss = T.distillation_token_loss(cls_logits, dist_logits, labels, teacher_logits, 0.3, 2.0, 0.2)
+                logits = (cls_logits + dist_logits) / 2
+            else:
+                logits = outputs
+                label_loss = torch.nn.functional.cross_entropy(logits, labels, label_smoothing=0.2)
+                batch_loss = 0.7 * label_loss + 0.3 * T.distillation_loss(logits, teacher_logits, 2.0)
+            loss_sum += batch_loss.item() * len(labels)
+            correct += (logits.argmax(-1) == labels).sum().item()
+            seen += len(labels)
+    assert step == len(loader) and seen == len(loader.labels)
+    assert loss == pytest.approx(loss_sum / seen, rel=1e-5) and acc == pytest.approx(correct / seen)
+    assert model.training  # train_one_epoch trains: dropout and drop-path active
+
+
+def test_train_one_epoch_sets_the_scheduled_lr_on_every_group_and_counts_steps():
+    config = replace(TINY, warmup_epochs=0.5, lr=1e-3, min_lr=1e-5)
+    model = create_model(config.model, **config.model_kwargs)
+    loader = T.make_loaders(config, torch.device("cpu"))["train"]
+    optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
+    total = 3 * len(loader)
+    start = time.perf_counter()
+    _, _, speed, step = T.train_one_epoch(model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False),
+                                          config, 5, total)
+    elapsed = time.perf_counter() - start
+    assert step == 5 + len(loader)
+    expected = T.lr_at(step - 1, total, round(0.5 * len(loader)), 1e-3, 1e-5)  # the lr of the last step taken
+    assert [group["lr"] for group in optimizer.param_groups] == pytest.approx([expected, expected])
+    assert len(loader.labels) / elapsed <= speed  # images per second of the loop itself
+
+
+def test_gradients_are_clipped_to_grad_clip_before_each_step():
+    """grad_clip bounds the global gradient norm the optimizer steps with; 0 turns clipping off."""
+    norms = {}
+    for clip in (0.05, 0.0):
+        config = replace(TINY, grad_clip=clip)
+        torch.manual_seed(0)
+        model = create_model(config.model, **config.model_kwargs)
+        optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
+        seen, step = [], optimizer.step
+
+        def spy(*args, _seen=seen, _step=step, _model=model, **kwargs):
+            _seen.append(torch.linalg.vector_norm(
+                torch.stack([p.grad.norm() for p in _model.parameters() if p.grad is not None])).item())
+            return _step(*args, **kwargs)
+
+        optimizer.step = spy
+        loader = T.make_loaders(config, torch.device("cpu"))["train"]
+        T.train_one_epoch(model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False), config, 0,
+                          len(loader))
+        assert len(seen) == len(loader)
+        norms[clip] = max(seen)
+    assert norms[0.05] <= 0.05 * (1 + 1e-4)
+    assert norms[0.0] > 0.05  # without clipping the gradients are larger, so the bound above did something
+
+
+def test_fit_logs_every_log_every_epochs_and_the_last():
+    lines = []
+    result = T.fit(replace(TINY, epochs=3), device="cpu", progress=False, log=lines.append, log_every=2)
+    assert [line.split()[1] for line in lines] == ["2/3", "3/3"]
+    h = result.history
+    assert h.epoch == [1, 2, 3] and h.lr[-1] == result.optimizer.param_groups[0]["lr"]
+    assert all(0.0 <= a <= 1.0 for a in h.val_acc) and result.teacher is None
+
+
+def test_teacher_is_a_trained_convnet_returned_in_eval_mode(tmp_path):
+    config = replace(TINY, teacher_epochs=1)
+    loaders = T.make_loaders(config, torch.device("cpu"))
+    lines = []
+    teacher = T.train_teacher(config, loaders, torch.device("cpu"), out=tmp_path, log=lines.append)
+    assert isinstance(teacher, T.ConvTeacher) and not teacher.training
+    images, labels = next(iter(loaders["val"]))
+    with torch.no_grad():
+        logits = teacher(images)
+    assert logits.shape == (len(images), 10)  # one output per class of the data, no more
+    assert (logits.argmax(-1) == labels).float().mean() > 0.2  # one epoch already beats chance (0.1)
+    assert len(lines) == 1 and lines[0].startswith("teacher:")
+    again = T.train_teacher(config, loaders, torch.device("cpu"), out=tmp_path, log=lines.append)  # reloaded
+    for a, b in zip(teacher.state_dict().values(), again.state_dict().values()):
+        assert torch.equal(a, b)
+    assert len(lines) == 1 and not again.training
+
+
+def test_history_plot_shows_loss_and_accuracy_curves():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    h = T.History()
+    h.append(epoch=1, train_loss=2.0, train_acc=0.3, val_loss=1.5, val_acc=0.6, lr=1e-3, images_per_s=100.0)
+    h.append(epoch=2, train_loss=1.0, train_acc=0.7, val_loss=0.9, val_acc=0.8, lr=5e-4, images_per_s=110.0)
+    fig = h.plot()
+    loss_ax, acc_ax = fig.axes
+    assert [list(line.get_ydata()) for line in loss_ax.lines] == [h.train_loss, h.val_loss]
+    assert [list(line.get_ydata()) for line in acc_ax.lines] == [h.train_acc, h.val_acc]
+    assert all(list(line.get_xdata()) == [1, 2] for line in loss_ax.lines + acc_ax.lines)
+    assert loss_ax.get_yscale() == "log" and acc_ax.get_ylim() == pytest.approx((0.55, 1.0))
+    assert [t.get_text() for t in acc_ax.get_legend().get_texts()] == ["train (augmented)", "val"]
+    assert [t.get_text() for t in loss_ax.get_legend().get_texts()] == ["train (smoothed labels)", "val"]
+    assert (loss_ax.get_xlabel(), loss_ax.get_ylabel(), acc_ax.get_xlabel(), acc_ax.get_ylabel()) == (
+        "epoch", "cross-entropy", "epoch", "accuracy")
+    plt.close(fig)
+    empty = T.History().plot()  # before the first epoch: an empty figure with the accuracy axis at the top
+    assert empty.axes[1].get_ylim() == pytest.approx((0.95, 1.0))
+    plt.close(empty)
+
+
+def test_cli_options_override_the_preset_and_save_weights(tmp_path, monkeypatch, capsys):
+    """Options given replace the preset's values (a new --model drops the preset's model overrides); the rest is
+    passed on to fit; --save-weights writes the weights with the recipe and accuracies as metadata."""
+    from safetensors import safe_open
+
+    calls = []
+
+    def fake_fit(config, **kwargs):
+        calls.append((config, kwargs))
+        model = create_model(config.model, **{**config.model_kwargs, "depth": 1})
+        return T.Result(model, T.History(val_acc=[0.5, 0.875]), 0.75, config, optimizer=None)
+
+    monkeypatch.setattr(T, "fit", fake_fit)
+    path = tmp_path / "shipped" / "digits" / "vit.safetensors"  # folders made as needed
+    acc = T.main(["--dataset", "cluttered_digits", "--epochs", "3", "--lr", "0.01", "--threads", "2", "--device", "cpu",
+                  "--no-progress", "--precision", "bf16", "--save-weights", str(path), "--out", str(tmp_path / "run")])
+    assert acc == 0.75 and torch.get_num_threads() == 2
+    config, kwargs = calls[-1]
+    assert config == replace(T.PRESETS["cluttered_digits"], epochs=3, lr=0.01)
+    assert kwargs["precision"] == "bf16" and kwargs["progress"] is False and kwargs["resume"] is False
+    assert kwargs["out"] == str(tmp_path / "run") and kwargs["compile"] is False and str(kwargs["device"]) == "cpu"
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+        assert set(f.keys()) == set(create_model(config.model, depth=1).state_dict())
+    assert meta["model"] == "vit_cluttered_digits" and json.loads(meta["config"])["lr"] == 0.01
+    assert meta["val_acc"] == "0.8750" and meta["test_acc"] == "0.7500"
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "test accuracy: 0.7500"
+
+    T.main(["--dataset", "cluttered_digits", "--model", "vit_digits_patch2_8", "--resume"])
+    config, kwargs = calls[-1]
+    assert config.model == "vit_digits_patch2_8" and config.model_kwargs == {} and kwargs["resume"] is True
+    T.main(["--dataset", "cluttered_digits", "--model", "vit_cluttered_digits", "--save-weights", str(path)])
+    assert calls[-1][0].model_kwargs == T.PRESETS["cluttered_digits"].model_kwargs  # the preset's own model
+    assert path.exists()  # written again into the folder that now exists
+
+
+def test_conv_teacher_is_the_local_equivariant_convnet_chapter_7_measures():
+    """Chapter 7 prints an 89,930-parameter teacher for the digits, and measures its locality: one output of the
+    first convolution reads the 3x3 pixels around it (25 after two), on a map as large as the image, and shifting
+    the image shifts the map."""
+    from vitedu.utils import count_parameters
+
+    cnn = T.ConvTeacher(in_chans=1, num_classes=10).eval()
+    assert count_parameters(cnn) == 89_930
+    assert count_parameters(T.ConvTeacher(in_chans=3, num_classes=4, width=8)) == (
+        (3 * 9 + 1) * 8 + (8 * 9 + 1) * 16 + (16 * 9 + 1) * 16 + (64 + 1) * 32 + (32 + 1) * 4)
+    first_conv, two_convs = torch.nn.Sequential(cnn[0]), torch.nn.Sequential(*list(cnn)[:3])
+
+    def pixels_read(layer, image, row, col):
+        image = image.clone().requires_grad_(True)
+        out = layer(image)
+        assert out.shape[-2:] == image.shape[-2:]  # "same" padding: the map is aligned with the image
+        out[0, :, row, col].sum().backward()
+        return set(map(tuple, (image.grad[0, 0] != 0).nonzero().tolist()))
+
+    x = torch.randn(1, 1, 8, 8)
+    assert pixels_read(first_conv, x, 3, 3) == {(r, c) for r in range(2, 5) for c in range(2, 5)}
+    assert pixels_read(two_convs, x, 3, 3) == {(r, c) for r in range(1, 6) for c in range(1, 6)}
+    canvas = torch.zeros(1, 1, 16, 16)
+    canvas[..., 4:12, 4:12] = x
+    shift = lambda t: torch.roll(t, shifts=1, dims=-1)  # noqa: E731
+    with torch.no_grad():
+        torch.testing.assert_close(two_convs(shift(canvas))[..., 2:-2, 2:-2], shift(two_convs(canvas))[..., 2:-2, 2:-2])
+        logits = cnn(torch.randn(5, 1, 32, 32))  # any image size: the head pools to a fixed 2x2 grid
+    assert logits.shape == (5, 10)
+    images = torch.randn(4, 1, 8, 8)
+    with torch.no_grad():
+        assert torch.equal(cnn(images), cnn(images))  # eval: deterministic
+        assert not torch.equal(cnn.train()(images), cnn(images))  # training: dropout before the last layer
+
+
+def test_loaders_hold_this_process_share_of_every_batch(monkeypatch):
+    """Under torchrun (here: as if process 1 of 2) each loader yields its half of every batch, and the two halves
+    of an epoch are disjoint; cluttered digits refuse to run that way."""
+    from vitedu import distributed as DDP
+
+    config = replace(TINY, augment="none")
+    alone = T.make_loaders(config, torch.device("cpu"))
+    shares = {}
+    for rank in (0, 1):
+        monkeypatch.setattr(T.DDP, "current", lambda rank=rank: DDP.Process(rank=rank, world_size=2))
+        shares[rank] = T.make_loaders(config, torch.device("cpu"))
+    for split in ("train", "val", "test"):
+        whole = [len(labels) for _, labels in alone[split]]
+        halves = [[len(labels) for _, labels in shares[rank][split]] for rank in (0, 1)]
+        assert [a + b for a, b in zip(*halves)] == whole and max(halves[1]) < max(whole)
+    together = torch.cat([next(iter(shares[rank]["train"]))[1] for rank in (0, 1)])
+    assert torch.equal(together.sort().values, next(iter(alone["train"]))[1].sort().values)  # the batch, shared
+    with pytest.raises(ValueError, match="without torchrun"):
+        T.make_loaders(replace(TINY, dataset="cluttered_digits", augment="none"), torch.device("cpu"))
+
+
+def test_train_subset_is_drawn_with_the_run_seed_and_fraction_in_range():
+    from vitedu import data as D
+
+    train = D.load_digits()["train"]
+    subset = {seed: T.train_subset(train, replace(TINY, train_fraction=0.5, seed=seed))[1] for seed in (0, 1)}
+    again = T.train_subset(train, replace(TINY, train_fraction=0.5, seed=0))[1]
+    assert torch.equal(subset[0], again) and not torch.equal(subset[0], subset[1])
+    assert T.train_subset(train, replace(TINY, train_fraction=1.0))[0] is train[0]  # everything, not a copy
+    for bad in (1.5, -0.1):
+        with pytest.raises(ValueError, match="train_fraction"):
+            T.train_subset(train, replace(TINY, train_fraction=bad))
+
+
+def test_cli_defaults_to_the_digits_and_names_its_command():
+    assert T.parse_args([]).dataset == "digits"
+    assert T.build_parser().format_usage().startswith("usage: python -m vitedu.train")
+    with pytest.raises(SystemExit):
+        T.parse_args(["--dataset", "mnist"])  # only the presets' datasets
+
+
+def test_distillation_token_loss_smooths_labels_and_softens_the_teacher():
+    """Each head its own target: label smoothing applies to the [CLS] head, the temperature to the [DIST] head."""
+    torch.manual_seed(0)
+    cls_logits, dist_logits, teacher = torch.randn(6, 10), torch.randn(6, 10), torch.randn(6, 10)
+    labels = torch.randint(0, 10, (6,))
+    loss = T.distillation_token_loss(cls_logits, dist_logits, labels, teacher, alpha=0.3, temperature=2.0,
+                                     label_smoothing=0.2)
+    expected = (0.7 * torch.nn.functional.cross_entropy(cls_logits, labels, label_smoothing=0.2)
+                + 0.3 * T.distillation_loss(dist_logits, teacher, 2.0))
+    torch.testing.assert_close(loss, expected)

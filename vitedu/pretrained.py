@@ -284,7 +284,9 @@ def _merge_overrides(recorded: dict[str, Any], overrides: dict[str, Any], source
             f"override would change what they compute. Drop the override, or build a fresh model with "
             f"vitedu.create_model/VisionTransformer and copy the weights you want"
         )
-    return {**recorded, **overrides}
+    # A structural override that repeats the checkpoint's value keeps the checkpoint's exact value: mlp_ratio=2.01
+    # for a 201-wide MLP of width 100 is accepted as the same ratio, but int(100 * 2.01) is 200, not 201.
+    return {**recorded, **{k: v for k, v in overrides.items() if k not in _STRUCTURAL or k not in recorded}}
 
 
 def _same(a: Any, b: Any) -> bool:
