@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import asdict
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -35,3 +37,21 @@ def command_line(description: str, out: Path, fractions: tuple, seeds: tuple) ->
     if args.out.exists() and not args.fresh:
         done = {r["key"]: r for r in json.loads(args.out.read_text())["runs"]}
     return args, done
+
+
+def run_all(jobs: list[tuple[str, Any]], done: dict, workers: int, job_star: Callable, save: Callable[[], None],
+            keep: Callable[[Any], dict] = lambda result: result) -> None:
+    """Run the (arm, config) jobs not yet in ``done`` in ``workers`` spawned processes of one thread each.
+
+    ``job_star((arm, config))`` trains one run; ``keep`` turns what it returns into the record stored in ``done``
+    (by key), and ``save()`` writes ``done`` after every run, so an interrupted comparison resumes where it stopped.
+    """
+    todo = list({key(*j): j for j in jobs if key(*j) not in done}.values())
+    print(f"{len(jobs)} runs, {len(todo)} to do", flush=True)
+    with get_context("spawn").Pool(workers) as pool:
+        for result in pool.imap_unordered(job_star, todo):
+            record = keep(result)
+            done[record["key"]] = record
+            save()
+            print(f"{record['arm']:8s} f={record['fraction']:.2f} seed={record['seed']} lr={record['lr']:.0e} "
+                  f"val {record['val_acc']:.4f} ({record['seconds']:.0f} s)", flush=True)

@@ -26,12 +26,11 @@ import math
 import statistics
 import time
 from dataclasses import asdict, replace
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 import torch
-from comparison import command_line, key, pick
+from comparison import command_line, key, pick, run_all
 
 from vitedu import data as D
 from vitedu import train as T
@@ -123,17 +122,6 @@ def job_star(args: tuple[str, T.TrainConfig]) -> dict:
     return job(*args)
 
 
-def run_all(jobs: list[tuple[str, T.TrainConfig]], done: dict, workers: int, save) -> None:
-    todo = list({key(arm, c): (arm, c) for arm, c in jobs if key(arm, c) not in done}.values())
-    print(f"{len(jobs)} runs, {len(todo)} to do", flush=True)
-    with get_context("spawn").Pool(workers) as pool:
-        for record in pool.imap_unordered(job_star, todo):
-            done[record["key"]] = record
-            save()
-            print(f"{record['arm']:8s} f={record['fraction']:.1f} seed={record['seed']} lr={record['lr']:.0e} "
-                  f"val {record['val_acc']:.4f} ({record['seconds']:.0f} s)", flush=True)
-
-
 def main() -> None:
     args, done = command_line(__doc__.splitlines()[0], OUT, FRACTIONS, SEEDS)
     fractions, seeds = args.fractions, args.seeds
@@ -148,12 +136,12 @@ def main() -> None:
     # 1. Tuning, on the validation split only (all training data, seed 0).
     vit = [("vit", with_budget(replace(BASE, lr=lr), 1.0, 0)) for lr in LRS]
     cnn = [("cnn", with_budget(replace(BASE, lr=lr), 1.0, 0)) for lr in LRS]
-    run_all(vit + cnn, done, args.workers, save)
+    run_all(vit + cnn, done, args.workers, job_star, save)
     vit_lr = pick([done[key(*j)] for j in vit])["lr"]
     cnn_lr = pick([done[key(*j)] for j in cnn])["lr"]
     teach = [("distill", with_budget(replace(T.PRESETS["digits"], lr=vit_lr, distill_temperature=t,
                                              distill_alpha=a), 1.0, 0)) for t, a in DISTILL]
-    run_all(teach, done, args.workers, save)
+    run_all(teach, done, args.workers, job_star, save)
     best = pick([done[key(*j)] for j in teach])
     tau, alpha = best["tau"], best["alpha"]
     summary["chosen"] = {"vit_lr": vit_lr, "cnn_lr": cnn_lr, "tau": tau, "alpha": alpha}
@@ -173,7 +161,7 @@ def main() -> None:
     # Priority on a busy machine: every arm on the first fraction, then the others, distillation last.
     final.sort(key=lambda j: (j[0] == "distill" and j[1].train_fraction != fractions[0],
                               fractions.index(j[1].train_fraction)))
-    run_all(final, done, args.workers, save)
+    run_all(final, done, args.workers, job_star, save)
     table: dict = {}
     for arm in ("vit", "distill", "cnn", "svm"):
         for fraction in fractions:

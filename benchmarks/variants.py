@@ -31,11 +31,10 @@ import json
 import statistics
 import time
 from dataclasses import asdict, replace
-from multiprocessing import get_context
 from pathlib import Path
 
 import torch
-from comparison import command_line, key, pick
+from comparison import command_line, key, pick, run_all
 from safetensors.torch import load_file, save_file
 
 from vitedu import cluttered as C
@@ -150,22 +149,16 @@ def main() -> None:
                                         "fractions": fractions, "seeds": seeds, "summary": summary,
                                         "runs": list(done.values())}, indent=1) + "\n")
 
-    def run_all(jobs: list[tuple[str, T.TrainConfig]]) -> None:
-        todo = list({key(*j): j for j in jobs if key(*j) not in done}.values())
-        print(f"{len(jobs)} runs, {len(todo)} to do", flush=True)
-        with get_context("spawn").Pool(args.workers) as pool:
-            for record, weights in pool.imap_unordered(job_star, todo):
-                done[record["key"]] = record
-                if record["fraction"] == 1.0 and record["seed"] == 0:
-                    CACHE.mkdir(parents=True, exist_ok=True)
-                    save_file(weights, CACHE / f"{record['arm']}_lr{record['lr']:g}.safetensors")
-                save()
-                print(f"{record['arm']:6s} f={record['fraction']:.2f} seed={record['seed']} lr={record['lr']:.0e} "
-                      f"val {record['val_acc']:.4f} ({record['seconds']:.0f} s)", flush=True)
+    def keep(result: tuple[dict, dict]) -> dict:  # a run's record; the seed-0, all-data weights to the cache
+        record, weights = result
+        if record["fraction"] == 1.0 and record["seed"] == 0:
+            CACHE.mkdir(parents=True, exist_ok=True)
+            save_file(weights, CACHE / f"{record['arm']}_lr{record['lr']:g}.safetensors")
+        return record
 
     # 1. Tuning, on the validation canvases only (all training digits, seed 0).
     tuning = [(arm, config(arm, lr)) for arm in ARMS for lr in LRS]
-    run_all(tuning)
+    run_all(tuning, done, args.workers, job_star, save, keep)
     chosen = {arm: pick([done[key(a, c)] for a, c in tuning if a == arm])["lr"] for arm in ARMS}
     summary["chosen_lr"] = chosen
     summary["tuning"] = [{k: done[key(*j)][k] for k in ("arm", "lr", "val_acc", "val_loss")} for j in tuning]
@@ -173,7 +166,7 @@ def main() -> None:
 
     # 2. The chosen recipes, every fraction and seed; test read here.
     final = [(arm, config(arm, chosen[arm], f, s)) for f in fractions for s in seeds for arm in ARMS]
-    run_all(final)
+    run_all(final, done, args.workers, job_star, save, keep)
     table: dict = {}
     for arm in ARMS:
         for f in fractions:
