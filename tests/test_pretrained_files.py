@@ -84,7 +84,8 @@ def test_pickled_file_that_is_not_a_state_dict(tmp_path):
 
 # ---- local paths are never sent to the hub ----
 
-@pytest.mark.parametrize("name", ["runs/vit.pth", "vit.safetensors", "./runs/vit", "runs/a/b", "~/nope/x.pth"])
+@pytest.mark.parametrize("name", ["runs/vit.pth", "vit.safetensors", "./runs/vit", "runs/a/b", "~/nope/x.pth", "./vit",
+                                  ".hidden/vit", "owner\\x/vit", pathlib.Path("owner/vit")])
 def test_missing_local_path_fails_at_once(monkeypatch, name):
     def no_hub(hub_id):
         raise AssertionError(f"the hub was asked for {hub_id!r}")
@@ -289,6 +290,19 @@ def test_hf_config_fields_left_out_take_transformers_defaults():
     fields = ("img_size", "patch_size", "in_chans", "mlp_ratio", "qkv_bias", "norm_eps")
     assert {k: ours[k] for k in fields} == {k: theirs[k] for k in fields}
     assert (ours["img_size"], ours["patch_size"], ours["in_chans"]) == (224, 16, 3)
+
+
+def test_hf_config_fields_that_differ_from_the_defaults_are_all_honoured():
+    """Every field a ViTConfig records reaches the model: grayscale input, no qkv bias, another eps, a
+    headless ViTModel (no classifier, whatever id2label says)."""
+    config = {"model_type": "vit", "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 3,
+              "intermediate_size": 96, "image_size": 32, "patch_size": 8, "num_channels": 1,
+              "id2label": {"0": "cat", "1": "dog"}, "layer_norm_eps": 1e-6, "qkv_bias": False,
+              "architectures": ["ViTForImageClassification"]}
+    assert pretrained.hf_config_to_kwargs(config) == dict(
+        img_size=32, patch_size=8, in_chans=1, num_classes=2, embed_dim=48, depth=2, num_heads=3, mlp_ratio=2.0,
+        qkv_bias=False, norm_eps=1e-6)
+    assert pretrained.hf_config_to_kwargs({**config, "architectures": ["ViTModel"]})["num_classes"] == 0
 
 
 def test_hf_state_dict_conversion_drops_the_pooler_anywhere_and_names_unknown_keys():

@@ -228,3 +228,33 @@ def test_timm_hub_id_loads_what_the_hub_serves(tmp_path, monkeypatch):
     served = _hub_dir(theirs, tmp_path / "snapshot")
     monkeypatch.setattr(pretrained, "_download", lambda hub_id: served)
     _assert_identical(from_pretrained("timm/vit_small_patch16_224.augreg_in21k_ft_in1k"), theirs)
+
+
+def test_hub_config_fields_outside_model_args_are_read(tmp_path):
+    """Older timm configs keep the classes at the top level, the resolution in ``pretrained_cfg.input_size`` and
+    the label names in ``pretrained_cfg``; each is honoured (11 classes, so the names follow the numeric order of
+    their keys: "10" after "9"), a config without classes means timm's 1000, and mistyped fields are named."""
+    theirs = _timm_model("vit_small_patch16_224", num_classes=11)
+    path = _hub_dir(theirs, tmp_path)
+    config = json.loads((path / "config.json").read_text())
+    for field in ("num_classes", "img_size"):
+        config["model_args"].pop(field, None)
+    config.pop("label_names", None)
+    config["num_classes"] = 11
+    config["pretrained_cfg"]["input_size"] = [3, 32, 32]
+    config["pretrained_cfg"]["label_names"] = {str(i): f"class {i}" for i in reversed(range(11))}
+
+    def load(**changes):
+        (path / "config.json").write_text(json.dumps({**config, **changes}))
+        return from_pretrained(path)
+
+    ours = load()
+    _assert_identical(ours, theirs)
+    assert ours.class_names == [f"class {i}" for i in range(11)]
+    del config["num_classes"]
+    with pytest.raises(ValueError, match=r"head.weight: checkpoint \(11, 48\) vs model \(1000, 48\)"):  # timm's default
+        load()
+    for field, wrong, expected in (("num_classes", "11", "int"), ("num_classes", True, "int"),
+                                   ("pretrained_cfg", [3, 32, 32], "dict"), ("label_names", "cat", "list or dict")):
+        with pytest.raises(ValueError, match=rf"{field}={wrong!r} \(expected {expected}\)".replace("[", r"\[")):
+            load(**{field: wrong})

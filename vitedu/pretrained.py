@@ -157,7 +157,10 @@ def _require_types(config: dict[str, Any], types: dict[str, Any], source: Any) -
             return False
         return isinstance(value, (int, float) if expected is float else expected)
 
-    wrong = [f"{k}={config[k]!r} (expected {getattr(t, '__name__', t)})"
+    def names(expected: Any) -> str:  # int -> "int", (list, dict) -> "list or dict"
+        return " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+
+    wrong = [f"{k}={config[k]!r} (expected {names(t)})"
              for k, t in types.items() if config.get(k) is not None and not ok(config[k], t)]
     if wrong:
         raise ValueError(f"{source} has fields of the wrong type: {', '.join(wrong)}")
