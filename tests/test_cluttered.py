@@ -142,9 +142,10 @@ def test_cluttered_preset_accepts_only_its_own_augmentations():
     from vitedu import train as T
 
     config = T.PRESETS["cluttered_digits"]
-    loaders = T.cluttered_loaders(replace(config, augment="digits"), torch.device("cpu"))
-    assert loaders["train"].augment is D.digits_augment
-    with pytest.raises(ValueError, match="augment 'none' or 'digits'"):
+    for name, augment in [("digits", D.digits_augment), ("digits_warp", D.digits_warp), ("none", None)]:
+        loaders = T.cluttered_loaders(replace(config, augment=name), torch.device("cpu"))
+        assert loaders["train"].augment is augment
+    with pytest.raises(ValueError, match="augment 'none', 'digits' or 'digits_warp'"):
         T.cluttered_loaders(replace(config, augment="cifar"), torch.device("cpu"))
 
 

@@ -214,10 +214,10 @@ def test_random_crop_draws_every_shift_within_padding():
     assert {s[0] for s in shifts} == {(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)}  # all 25 occur
 
 
-@pytest.mark.parametrize("name", ["digits", "cifar", "cifar_strong"])
+@pytest.mark.parametrize("name", ["digits", "digits_warp", "cifar", "cifar_strong"])
 def test_augmentations_depend_only_on_their_generator(name):
     augment = D.AUGMENTATIONS[name]
-    images = torch.rand(64, 3 if name != "digits" else 1, 12, 12)
+    images = torch.rand(64, 3 if not name.startswith("digits") else 1, 12, 12)
     torch.manual_seed(1)
     a = augment(images, torch.Generator().manual_seed(5))
     torch.manual_seed(2)  # the global RNG must not matter
@@ -225,6 +225,24 @@ def test_augmentations_depend_only_on_their_generator(name):
     c = augment(images, torch.Generator().manual_seed(6))
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert a.shape == images.shape and a.dtype == images.dtype
+
+
+def test_digits_warp_reshapes_digits_without_moving_them():
+    # For cluttered digits: new handwriting, but the ink stays where it was (a shift would cross the patch grid).
+    digits = D.load_digits()["train"][0][:500].float() / D.DIGITS_MAX  # (500, 1, 8, 8)
+    warped = D.digits_warp(digits, torch.Generator().manual_seed(0))
+    assert warped.shape == digits.shape and warped.min() >= 0 and warped.max() <= 1
+
+    def centre(x):  # (N, 1, 8, 8) -> (N, 2) centre of the ink, in pixels
+        r = torch.arange(8.0)
+        mass = x.sum(dim=(1, 2, 3))
+        return torch.stack([(x.sum(-1)[:, 0] * r).sum(-1), (x.sum(-2)[:, 0] * r).sum(-1)], -1) / mass[:, None]
+
+    moved = (centre(warped) - centre(digits)).norm(dim=-1)  # (500,) pixels
+    changed = (warped - digits).abs().amax(dim=(1, 2, 3))  # (500,) largest change of a pixel
+    assert moved.max() < 0.75 and moved.mean() < 0.3  # a digit's ink stays centred in its cell
+    assert (changed > 0.1).float().mean() > 0.95  # and nearly every digit's strokes change visibly
+    assert torch.allclose(warped.sum(dim=(1, 2, 3)), digits.sum(dim=(1, 2, 3)), rtol=0.25)  # as much ink
 
 
 def test_random_hflip_and_affine_depend_only_on_their_generator():

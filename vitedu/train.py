@@ -269,9 +269,10 @@ def cluttered_loaders(config: TrainConfig, device: torch.device) -> dict[str, An
 
     ``train_fraction`` < 1 keeps a stratified share of the training *digits* (the whole digits and the
     clutter are both cut from that share); every epoch still draws the same number of canvases from them."""
-    if config.augment not in ("none", "digits"):
+    if config.augment not in ("none", "digits", "digits_warp"):
         raise ValueError("cluttered_digits draws new canvases every epoch, and can shift each digit inside its cell "
-                         f"(augment='digits'): use augment 'none' or 'digits', got {config.augment!r}")
+                         "(augment='digits') or warp it about its centre (augment='digits_warp'): use augment "
+                         f"'none', 'digits' or 'digits_warp', got {config.augment!r}")
     splits = D.load_digits()
     train = train_subset(splits["train"], config)
     if config.train_on_val:

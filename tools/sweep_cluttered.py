@@ -1,0 +1,102 @@
+"""Recipe search for the cluttered-digits ViT, on validation canvases only (test accuracy is never recorded).
+
+    python tools/sweep_cluttered.py --variants base lr4e-3 teacher10 --seeds 0 1 --workers 2 --out sweep.jsonl
+    python tools/sweep_cluttered.py --list                      # the named variants and their overrides
+
+Each variant is PRESETS["cluttered_digits"] with a few fields changed (VARIANTS below). Every run writes one
+JSON line: the variant, seed, val accuracy on the 2,000 val canvases that training reports, on 10,000 more
+val canvases (other positions and clutter for the same 179 val digits, to make a choice less noisy), the mean
+attention distance of each block on the val canvases (pixels; uniform attention on this grid is about 16.5),
+and the wall time. Runs go to a pool of processes (one torch thread each), so several share one CPU or GPU.
+``fit`` also evaluates the test canvases at the end; the number is dropped here unread: a recipe is chosen on
+val, and its test accuracy is measured once, by ``python -m vitedu.train``, for the chosen recipe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+PRESET_KWARGS = {"drop_path_rate": 0.1}
+VARIANTS: dict[str, dict] = {
+    "base": {},
+    "lr1e-3": {"lr": 1e-3}, "lr3e-3": {"lr": 3e-3}, "lr4e-3": {"lr": 4e-3},
+    "teacher10": {"teacher_epochs": 10}, "teacher20": {"teacher_epochs": 20},
+    "alpha0.7": {"distill_alpha": 0.7}, "alpha0.9": {"distill_alpha": 0.9},
+    "hard": {"distill_temperature": 0.0}, "hard_teacher10": {"distill_temperature": 0.0, "teacher_epochs": 10},
+    "dp0": {"model_kwargs": {"drop_path_rate": 0.0}}, "dp0.2": {"model_kwargs": {"drop_path_rate": 0.2}},
+    "wd0.1": {"weight_decay": 0.1}, "ls0": {"label_smoothing": 0.0}, "warmup2": {"warmup_epochs": 2.0},
+    "b64_lr3e-3": {"batch_size": 64, "lr": 3e-3}, "augment_digits": {"augment": "digits"},
+    "warp": {"augment": "digits_warp"},
+    "epochs60": {"epochs": 60}, "b64_lr3e-3_epochs60": {"batch_size": 64, "lr": 3e-3, "epochs": 60},
+}
+
+
+def run(job: tuple[str, dict, int, str, int | None, str | None]) -> dict:
+    name, overrides, seed, device, epochs, save_dir = job
+    torch.set_num_threads(1)
+    from vitedu import cluttered as C
+    from vitedu import interpret as I
+    from vitedu.train import PRESETS, evaluate, fit
+
+    config = replace(PRESETS["cluttered_digits"], **overrides, seed=seed)
+    if epochs is not None:
+        config = replace(config, epochs=epochs)
+    start = time.perf_counter()
+    result = fit(config, device=device, progress=False, log=lambda line: None, precision="fp32")
+    seconds = time.perf_counter() - start
+    model = result.model.eval()
+    if save_dir is not None:  # the weights alone (no test accuracy), e.g. to ship the chosen recipe's run
+        Path(save_dir).mkdir(parents=True, exist_ok=True)
+        weights = {k: v.contiguous() for k, v in model.state_dict().items()}
+        save_file(weights, f"{save_dir}/{name}_seed{seed}.safetensors",
+                  metadata={"config": json.dumps(asdict(config)), "val_acc": f"{result.history.val_acc[-1]:.4f}"})
+    images, labels, _ = C.load_cluttered_digits("val", num_images=10_000, seed=1)
+    images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    with torch.no_grad():
+        loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, 10_000, 500)]
+        _, val10k = evaluate(model, loader)
+        distance = torch.stack([I.mean_attention_distance(model.attention_maps(x), 8, 4).cpu()
+                                for x, _ in loader[:4]]).mean(0)  # (depth, heads)
+    return {"variant": name, "overrides": overrides, "seed": seed, "epochs": config.epochs,
+            "val_acc": round(result.history.val_acc[-1], 4), "val10k_acc": round(val10k, 4),
+            "distance_per_block": [round(d, 2) for d in distance.mean(-1).tolist()],
+            "seconds": round(seconds), "device": str(device)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--epochs", type=int, help="override every variant's epochs (for a quick check)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default="sweep.jsonl", help="JSON lines, appended as runs finish")
+    p.add_argument("--save-dir", help="also write each run's final weights here (val accuracy in the metadata)")
+    p.add_argument("--list", action="store_true")
+    args = p.parse_args()
+    if args.list:
+        for name, overrides in VARIANTS.items():
+            print(f"{name:22s} {overrides}")
+        return
+    unknown = sorted(set(args.variants) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; see --list")
+    jobs = [(v, VARIANTS[v], s, args.device, args.epochs, args.save_dir) for s in args.seeds for v in args.variants]
+    with mp.get_context("spawn").Pool(args.workers) as pool, open(args.out, "a") as out:
+        for row in pool.imap_unordered(run, jobs):
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            print(f"{row['variant']:22s} seed {row['seed']}  val {row['val_acc']:.4f}  val10k {row['val10k_acc']:.4f}"
+                  f"  distance {row['distance_per_block']}  {row['seconds']} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
