@@ -667,9 +667,10 @@ def test_fit_shows_bars_in_a_terminal_or_when_asked(capsys, monkeypatch):
 def test_train_teacher_follows_its_own_schedule_and_writes_into_new_folders(tmp_path, capsys, monkeypatch):
     """The teacher: one warm-up epoch then the cosine over teacher_epochs, steps counted from 0; no bar by default;
     its file goes into ``out`` even when the folder does not exist yet."""
-    config = replace(SMALL, teacher_epochs=3)
+    config = replace(SMALL, teacher_epochs=3, batch_size=48)
     loaders = T.make_loaders(config, torch.device("cpu"))
     steps_per_epoch = len(loaders["train"])
+    assert steps_per_epoch == 3
     calls, lr_at = [], T.lr_at
     monkeypatch.setattr(T, "lr_at", lambda *args: calls.append(args[:3]) or lr_at(*args))
     out = tmp_path / "runs" / "teacher"
@@ -863,3 +864,20 @@ def test_fit_rejects_an_unknown_precision_before_loading_any_data(monkeypatch):
     monkeypatch.setattr(T, "make_loaders", no_data)
     with pytest.raises(ValueError, match="unknown precision 'fp16'"):
         T.fit(SMALL, device="cpu", log=quiet, precision="fp16")
+
+
+def test_fit_on_a_process_other_than_the_first_logs_and_writes_nothing(monkeypatch, tmp_path, capsys):
+    """Under torchrun only rank 0 logs, shows a bar and writes ``out``; here rank 1 of 2 is simulated in one process
+    (the collective operations stand in for their lone-process selves)."""
+    from vitedu import distributed as DDP
+
+    monkeypatch.setattr(T.DDP, "current", lambda: DDP.Process(rank=1, world_size=2))
+    monkeypatch.setattr(T.DDP, "barrier", lambda: None)
+    monkeypatch.setattr(T.DDP, "all_sum", lambda values, device: values)
+    monkeypatch.setattr(T.DDP, "wrap", lambda model, device, **kwargs: model)
+    lines = []
+    capsys.readouterr()
+    result = T.fit(replace(SMALL, teacher_epochs=1), out=tmp_path / "run", device="cpu", log=lines.append,
+                   progress=True)
+    assert lines == [] and capsys.readouterr().err == "" and not (tmp_path / "run").exists()
+    assert result.history.epoch == [1, 2]
