@@ -16,6 +16,7 @@ from vitedu.interpret import (
     patch_distances,
     patch_embed_components,
     pos_embed_similarity,
+    show_overlay,
     token_map_to_image,
 )
 
@@ -218,3 +219,26 @@ def test_box_coverage_by_hand():
     torch.testing.assert_close(per_query, by_rows)
     with pytest.raises(ValueError, match=r"\(batch, 4\)"):
         box_coverage(torch.tensor([1, 2, 3, 4]), 4, 4)
+
+
+def test_show_overlay_draws_heat_over_a_grey_image_on_a_scale_from_zero():
+    """The grey image, then the heat map on top (inferno, see-through, from 0 to vmax or to its own maximum), titled,
+    without axes; the returned image is the heat map's, for a colour bar; sizes must agree."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    image, heat = torch.rand(1, 4, 4), torch.rand(4, 4) * 3
+    shown = show_overlay(ax, image, heat, title="rollout")
+    grey, top = ax.get_images()
+    assert top is shown and grey.get_cmap().name == "gray" and shown.get_cmap().name == "inferno"
+    assert torch.equal(torch.as_tensor(grey.get_array()), image[0])
+    assert torch.equal(torch.as_tensor(shown.get_array()), heat)
+    assert shown.get_alpha() == 0.6 and shown.get_clim() == (0.0, pytest.approx(heat.max().item()))
+    assert ax.get_title() == "rollout" and not ax.axison
+    fixed = show_overlay(ax, image[0], heat, vmax=5.0, alpha=0.3)
+    assert fixed.get_clim() == (0.0, 5.0) and fixed.get_alpha() == 0.3 and ax.get_title() == ""
+    with pytest.raises(ValueError, match="same size"):
+        show_overlay(ax, image, heat[:2])
+    plt.close(fig)
