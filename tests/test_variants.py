@@ -335,3 +335,24 @@ def test_gpsa_defaults_are_timms_and_weights_come_only_when_asked():
     assert all(m is None for m in model._encode(torch.randn(2, 3, 16, 16))[1])
     with pytest.raises(ValueError, match=r"Use one of \[1, 4, 9, 16, 25\]"):
         GatedPositionalSelfAttention(12, 3, grid_size=4)
+
+
+def test_deit_options_and_heads():
+    """Arguments by position or keyword as for VisionTransformer; learned positions only; [DIST] initialised like
+    [CLS] (std 0.02); a second head only when there are classes; pre-logits are the mean of the two tokens."""
+    small = dict(img_size=16, patch_size=4, in_chans=3, num_classes=5, embed_dim=16)
+    by_position = VisionTransformerDistilled(16, 4, 3, 5, 16, depth=1, num_heads=2)
+    assert by_position.num_classes == 5 and by_position.embed_dim == 16 and by_position.head_dist.out_features == 5
+    with pytest.raises(ValueError, match="learned positions"):
+        VisionTransformerDistilled(**small, depth=1, num_heads=2, pos_embed="sincos")
+    model = VisionTransformerDistilled(**small, depth=1, num_heads=2).eval()
+    assert model.dist_token.abs().max() < 0.1
+    assert isinstance(VisionTransformerDistilled(**{**small, "num_classes": 0}, depth=1, num_heads=2).head_dist,
+                      torch.nn.Identity)
+    assert isinstance(VisionTransformerDistilled(**{**small, "num_classes": 1}, depth=1, num_heads=2).head_dist,
+                      torch.nn.Linear)
+    features = torch.randn(2, 18, 16)  # [CLS], [DIST], 16 patches
+    torch.testing.assert_close(model.forward_head(features, pre_logits=True), (features[:, 0] + features[:, 1]) / 2)
+    model.set_distilled_training(False)
+    model.set_distilled_training()
+    assert model.distilled_training is True  # switching on is the default
