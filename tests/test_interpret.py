@@ -229,7 +229,7 @@ def test_show_overlay_draws_heat_over_a_grey_image_on_a_scale_from_zero():
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    image, heat = torch.rand(1, 4, 4), torch.rand(4, 4) * 3
+    image, heat = torch.rand(1, 4, 6), torch.rand(4, 6) * 3  # not square: height and width must not swap
     shown = show_overlay(ax, image, heat, title="rollout")
     grey, top = ax.get_images()
     assert top is shown and grey.get_cmap().name == "gray" and shown.get_cmap().name == "inferno"
@@ -242,3 +242,30 @@ def test_show_overlay_draws_heat_over_a_grey_image_on_a_scale_from_zero():
     with pytest.raises(ValueError, match="same size"):
         show_overlay(ax, image, heat[:2])
     plt.close(fig)
+
+
+def test_interpretation_inputs_are_checked_and_read_as_documented():
+    """Rollout refuses non-square maps and fuses heads by their minimum when asked; cls_attention reads row 0 (the
+    [CLS] query) of 3-D or 4-D attention and renormalises each map on its own; mass_in_boxes is a share, so it does
+    not change when the map is scaled, and it wants one 2-D box per image; patch_embed_components accepts k = 1
+    and only 4-D weights."""
+    with pytest.raises(ValueError):
+        attention_rollout(torch.rand(1, 1, 1, 3, 4))
+    torch.manual_seed(0)
+    maps = torch.rand(1, 2, 3, 4, 4, dtype=torch.float64)  # depth 1, batch 2, 3 heads, 4 tokens
+    fused = maps[0].amin(dim=1)
+    torch.testing.assert_close(attention_rollout(maps, head_fusion="min", residual=False),
+                               fused / fused.sum(dim=-1, keepdim=True))
+    attention = torch.rand(2, 3, 5, 5, dtype=torch.float64)  # (batch, heads, tokens, tokens)
+    expected = attention[..., 0, 1:] / attention[..., 0, 1:].sum(dim=-1, keepdim=True)
+    torch.testing.assert_close(cls_attention(attention), expected)
+    torch.testing.assert_close(cls_attention(attention[:, 0]), expected[:, 0])
+    values, boxes = torch.rand(4, 4), torch.tensor([[0, 0, 4, 4]] * 4)
+    torch.testing.assert_close(mass_in_boxes(10 * values, boxes, 2, 4), mass_in_boxes(values, boxes, 2, 4))
+    with pytest.raises(ValueError, match="one box per image"):
+        mass_in_boxes(values, boxes[0], 2, 4)
+    weight = torch.randn(6, 1, 2, 2)
+    components, ratios = patch_embed_components(weight, 1)
+    assert components.shape == (1, 1, 2, 2) and ratios.shape == (1,)
+    with pytest.raises((ValueError, TypeError)):
+        patch_embed_components(weight[0])
