@@ -275,6 +275,7 @@ def test_cait_options_reach_every_layer():
         assert attn.attn_drop == 0.0 and attn.proj_drop.p == 0.0 and isinstance(block.drop_path1, torch.nn.Identity)
         assert block.mlp.fc1.out_features == 48 and block.mlp.drop1.p == 0.0
         assert torch.equal(block.ls1.gamma, half) and block.norm1.eps == block.norm2.eps == 1e-5
+    assert model.norm.eps == 1e-5
     assert isinstance(model.head, torch.nn.Identity) and model.cls_token.abs().max() < 0.1  # trunc-normal, std 0.02
     assert isinstance(Cait(img_size=16, patch_size=4, embed_dim=16, depth=1, num_heads=2, num_classes=1).head,
                       torch.nn.Linear)
@@ -319,8 +320,10 @@ def test_convit_options_reach_every_layer():
     rates = [b.drop_path1.drop_prob if isinstance(b.drop_path1, DropPath) else 0.0 for b in model.blocks]
     assert rates == pytest.approx([0.0, 0.1, 0.2, 0.3])
     assert isinstance(model.head, torch.nn.Identity) and model.cls_token.abs().max() < 0.1  # trunc-normal, std 0.02
-    one = ConVit(img_size=16, patch_size=4, embed_dim=16, depth=2, num_heads=4, local_up_to_layer=1, num_classes=1)
+    one = ConVit(img_size=16, patch_size=4, embed_dim=16, depth=2, num_heads=4, local_up_to_layer=1, num_classes=1,
+                 drop_path_rate=0.3)
     assert isinstance(one.head, torch.nn.Linear)
+    assert model.norm.eps == 1e-5 and one.blocks[1].drop_path1.drop_prob == pytest.approx(0.3)  # the last: all
     plain = ConVit(img_size=16, patch_size=4, embed_dim=16, depth=2, num_heads=4, local_up_to_layer=0)
     assert plain.gates().shape == (0, 0)  # no GPSA layer: a plain ViT, and no gates to show
     assert plain(torch.randn(2, 3, 16, 16)).shape == (2, 1000)
