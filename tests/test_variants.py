@@ -261,21 +261,21 @@ def test_cait_options_reach_every_layer():
 
     model = Cait(img_size=16, patch_size=4, num_classes=0, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0,
                  qkv_bias=False, drop_rate=0.1, attn_drop_rate=0.2, drop_path_rate=0.3, init_values=0.5,
-                 depth_token_only=1, mlp_ratio_token_only=3.0, norm_eps=1e-5)
+                 depth_token_only=1, mlp_ratio_token_only=3.0, norm_eps=1e-3)
     half = torch.full((16,), 0.5)
     for block in model.blocks:
         attn = block.attn
         assert attn.qkv.bias is None and attn.attn_drop.p == 0.2 and attn.proj_drop.p == 0.1
         assert block.mlp.fc1.out_features == 32 and block.mlp.drop1.p == 0.1 and block.drop_path1.drop_prob == 0.3
         assert torch.equal(block.ls1.gamma, half) and torch.equal(block.ls2.gamma, half)
-        assert block.norm1.eps == block.norm2.eps == 1e-5
+        assert block.norm1.eps == block.norm2.eps == 1e-3
     for block in model.blocks_token_only:
         attn = block.attn
         assert attn.q.bias is None and attn.k.bias is None and attn.v.bias is None
         assert attn.attn_drop == 0.0 and attn.proj_drop.p == 0.0 and isinstance(block.drop_path1, torch.nn.Identity)
         assert block.mlp.fc1.out_features == 48 and block.mlp.drop1.p == 0.0
-        assert torch.equal(block.ls1.gamma, half) and block.norm1.eps == block.norm2.eps == 1e-5
-    assert model.norm.eps == 1e-5
+        assert torch.equal(block.ls1.gamma, half) and block.norm1.eps == block.norm2.eps == 1e-3
+    assert model.norm.eps == 1e-3
     assert isinstance(model.head, torch.nn.Identity) and model.cls_token.abs().max() < 0.1  # trunc-normal, std 0.02
     assert isinstance(Cait(img_size=16, patch_size=4, embed_dim=16, depth=1, num_heads=2, num_classes=1).head,
                       torch.nn.Linear)
@@ -308,7 +308,7 @@ def test_convit_options_reach_every_layer():
 
     model = ConVit(img_size=16, patch_size=4, num_classes=0, embed_dim=16, depth=4, num_heads=4, qkv_bias=True,
                    drop_rate=0.1, attn_drop_rate=0.2, drop_path_rate=0.3, local_up_to_layer=2, locality_strength=2.0,
-                   norm_eps=1e-5)
+                   norm_eps=1e-3)
     for block in model.blocks[:2]:
         gpsa = block.attn
         assert isinstance(gpsa, GatedPositionalSelfAttention) and gpsa.locality_strength == 2.0
@@ -316,14 +316,14 @@ def test_convit_options_reach_every_layer():
         assert gpsa.attn_drop.p == 0.2 and gpsa.proj_drop.p == 0.1
     for block in model.blocks[2:]:
         assert block.attn.qkv.bias is not None and block.attn.attn_drop == 0.2 and block.attn.proj_drop.p == 0.1
-    assert all(block.norm1.eps == block.norm2.eps == 1e-5 and block.mlp.drop1.p == 0.1 for block in model.blocks)
+    assert all(block.norm1.eps == block.norm2.eps == 1e-3 and block.mlp.drop1.p == 0.1 for block in model.blocks)
     rates = [b.drop_path1.drop_prob if isinstance(b.drop_path1, DropPath) else 0.0 for b in model.blocks]
     assert rates == pytest.approx([0.0, 0.1, 0.2, 0.3])
     assert isinstance(model.head, torch.nn.Identity) and model.cls_token.abs().max() < 0.1  # trunc-normal, std 0.02
     one = ConVit(img_size=16, patch_size=4, embed_dim=16, depth=2, num_heads=4, local_up_to_layer=1, num_classes=1,
                  drop_path_rate=0.3)
     assert isinstance(one.head, torch.nn.Linear)
-    assert model.norm.eps == 1e-5 and one.blocks[1].drop_path1.drop_prob == pytest.approx(0.3)  # the last: all
+    assert model.norm.eps == 1e-3 and one.blocks[1].drop_path1.drop_prob == pytest.approx(0.3)  # the last: all
     plain = ConVit(img_size=16, patch_size=4, embed_dim=16, depth=2, num_heads=4, local_up_to_layer=0)
     assert plain.gates().shape == (0, 0)  # no GPSA layer: a plain ViT, and no gates to show
     assert plain(torch.randn(2, 3, 16, 16)).shape == (2, 1000)
