@@ -163,3 +163,88 @@ def test_cluttered_train_fraction_keeps_a_stratified_share_of_the_training_digit
     assert all(tuple((d * D.DIGITS_MAX).round().long().flatten().tolist()) in every for d in pool.digits)
     with pytest.raises(ValueError, match="train_fraction must be in"):
         T.cluttered_loaders(replace(config, train_fraction=0.0), torch.device("cpu"))
+
+
+# ------------------------------------------------------------------ behaviours found by mutation testing
+def _two_digit_pool(cell: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two fully inked digits told apart by their ink: label 0 is 1.0 everywhere, label 1 is 0.5."""
+    digits = torch.stack([torch.full((1, cell, cell), 1.0), torch.full((1, cell, cell), 0.5)])
+    return digits, torch.tensor([0, 1])
+
+
+def test_make_cluttered_checks_its_arguments_at_their_limits():
+    digits, labels = _two_digit_pool()
+    g = torch.Generator().manual_seed(0)
+    ok = dict(canvas_size=16, fragment_size=8, num_fragments=2, position_step=1)
+    for limit in (dict(canvas_size=16), dict(fragment_size=1), dict(fragment_size=8), dict(num_images=0),
+                  dict(position_step=1), dict(num_fragments=0)):
+        kwargs = {**ok, "num_images": 3, **limit}
+        images, labels_out, boxes = C.make_cluttered(digits, labels, kwargs.pop("num_images"), g, **kwargs)
+        assert images.shape[0] == labels_out.shape[0] == boxes.shape[0] == (0 if limit == dict(num_images=0) else 3)
+    for bad in (dict(canvas_size=15), dict(num_images=-1)):
+        kwargs = {**ok, "num_images": 3, **bad}
+        with pytest.raises(ValueError):
+            C.make_cluttered(digits, labels, kwargs.pop("num_images"), g, **kwargs)
+    for wrong_digits, wrong_labels in ((digits, labels[:1]), (digits.expand(2, 3, 8, 8), labels),
+                                       (digits[..., :6], labels)):  # labels, channels, a non-square digit
+        with pytest.raises(ValueError):
+            C.make_cluttered(wrong_digits, wrong_labels, 3, g, canvas_size=32)
+
+
+def test_every_digit_and_every_cell_position_is_drawn_and_clutter_reaches_every_edge():
+    """The digit and its cell's position are uniform over the pool and over all positions (the first and the last
+    included); fragments can land anywhere clear of the cell, out to the canvas's edges."""
+    digits, labels = _two_digit_pool()
+    images, labels_out, boxes = C.make_cluttered(digits, labels, 400, torch.Generator().manual_seed(0),
+                                                 canvas_size=16, num_fragments=3, fragment_size=3, position_step=1)
+    assert set(labels_out.tolist()) == {0, 1}
+    assert set(boxes[:, 0].tolist()) == set(range(9)) and set(boxes[:, 1].tolist()) == set(range(9))
+    clutter = images.clone()
+    for i, (top, left, height, width) in enumerate(boxes.tolist()):
+        clutter[i, :, top : top + height, left : left + width] = 0
+    ink = clutter[:, 0] > 0  # (N, 16, 16) clutter pixels
+    assert ink[:, 0].any() and ink[:, -1].any() and ink[:, :, 0].any() and ink[:, :, -1].any()
+
+
+def test_clutter_is_cut_from_other_digits_and_never_covers_the_cell():
+    """A canvas of the 1.0-digit carries only 0.5-clutter and the other way round; crowded canvases (where some
+    fragments find no free place and are dropped) stay finite, in [0, 1], with the cell untouched."""
+    digits, labels = _two_digit_pool()
+    images, labels_out, boxes = C.make_cluttered(digits, labels, 200, torch.Generator().manual_seed(1),
+                                                 canvas_size=16, num_fragments=6, fragment_size=8, position_step=4)
+    assert torch.isfinite(images).all() and images.min() >= 0 and images.max() <= 1
+    for image, label, (top, left, height, width) in zip(images[:, 0], labels_out, boxes.tolist()):
+        own, other = (1.0, 0.5) if label == 0 else (0.5, 1.0)
+        assert (image[top : top + height, left : left + width] == own).all()
+        outside = image.clone()
+        outside[top : top + height, left : left + width] = 0
+        assert set(outside.unique().tolist()) <= {0.0, other}
+
+
+def test_load_cluttered_digits_defaults_to_the_training_split():
+    default, labels, _ = C.load_cluttered_digits(num_images=8)
+    train, train_labels, _ = C.load_cluttered_digits("train", num_images=8)
+    assert torch.equal(default, train) and torch.equal(labels, train_labels)
+
+
+def test_loader_passes_canvas_options_on():
+    digits, labels = D.load_digits()["train"]
+    loader = C.ClutteredLoader(digits, labels, 10, 10, canvas_size=16, num_fragments=0)
+    images, _ = next(iter(loader))
+    assert images.shape == (10, 1, 16, 16)
+    ink = (images * C.CLUTTERED_STD[0] + C.CLUTTERED_MEAN[0]) > 1e-6
+    assert ink.float().mean() < 0.25  # no clutter: at most the 8x8 digit on 16x16
+
+
+@pytest.mark.parametrize("split, ink, labels_sum, boxes_sum, tops_sum", [
+    ("val", 2_639_080, 8_920_812, 79_012, 24_623_880), ("test", 2_643_286, 9_019_134, 78_819, 24_360_720),
+])
+def test_val_and_test_canvases_are_the_ones_the_accuracies_were_measured_on(split, ink, labels_sum, boxes_sum,
+                                                                          tops_sum):
+    """The README's and the book's cluttered accuracies were measured on these fixed canvases: a change in how they
+    are drawn (the seed, the draws, their order) would silently change those numbers. Checksums are exact: the
+    pixels are multiples of 1/16."""
+    images, labels, boxes = C.load_cluttered_digits(split)
+    index = torch.arange(len(labels))
+    assert (images.double() * 16).sum().item() == ink and (labels * index).sum().item() == labels_sum
+    assert boxes.sum().item() == boxes_sum and (boxes[:, 0] * index).sum().item() == tops_sum

@@ -95,3 +95,38 @@ def test_errors_say_what_is_wrong_and_how_to_fix_it(tmp_path):
     with pytest.warns(UserWarning, match=r"skipped 1 unreadable image\(s\): .*broken.png"):
         splits, _ = IF.load_image_folder(root, img_size=8, on_error="skip")
     assert sum(len(labels) for _, labels in splits.values()) == 30
+
+
+def test_train_and_val_subfolders_give_the_classes_of_train(tmp_path):
+    """With train/ and val/ the classes are the sub-folders of train/ (not "train" and "val"), as the loader reads."""
+    make_folder(tmp_path / "train", per_class=2)
+    make_folder(tmp_path / "val", per_class=1, seed=1)
+    config = T.prepare_config(replace(T.PRESETS["imagefolder"], data_root=str(tmp_path)))
+    assert config.model_kwargs["num_classes"] == 3 and config.model_kwargs["in_chans"] == 3
+
+
+def test_a_class_named_train_is_a_class_without_a_val_folder(tmp_path):
+    """Only train/ *and* val/ mean ready-made splits: a class folder that happens to be called "train" is a class."""
+    for name in ("bus", "car", "train"):
+        (tmp_path / name).mkdir()
+        for i in range(10):
+            Image.new("RGB", (6, 6), (20 * i, 0, 0)).save(tmp_path / name / f"{i}.png")
+    config = T.prepare_config(replace(T.PRESETS["imagefolder"], data_root=str(tmp_path)))
+    assert config.model_kwargs["num_classes"] == 3
+    assert IF.load_image_folder(tmp_path, img_size=4)[1] == ["bus", "car", "train"]
+
+
+def test_folder_loaders_use_the_run_seed_the_model_size_and_byte_scaling(tmp_path):
+    """The split is drawn with the run's seed; images are resized to the model's img_size (224 when its config
+    leaves the default); batches are x / 255 normalised with the training images' own channel statistics."""
+    root = make_folder(tmp_path / "images", per_class=10)
+    config = T.prepare_config(replace(T.PRESETS["imagefolder"], data_root=str(root), model="vit_tiny_patch16_224",
+                                      model_kwargs={}, seed=1, augment="none"))
+    loaders = T.make_loaders(config, torch.device("cpu"))
+    splits, _ = IF.load_image_folder(root, img_size=224, seed=1)
+    for name in ("train", "val", "test"):
+        assert torch.equal(loaders[name].images, splits[name][0]) and torch.equal(loaders[name].labels, splits[name][1])
+    mean, std = IF.channel_stats(splits["train"][0])
+    images, _ = next(iter(loaders["val"]))
+    expected = (splits["val"][0].float() / 255 - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
+    torch.testing.assert_close(images, expected)

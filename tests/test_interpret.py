@@ -16,6 +16,7 @@ from vitedu.interpret import (
     patch_distances,
     patch_embed_components,
     pos_embed_similarity,
+    show_overlay,
     token_map_to_image,
 )
 
@@ -218,3 +219,53 @@ def test_box_coverage_by_hand():
     torch.testing.assert_close(per_query, by_rows)
     with pytest.raises(ValueError, match=r"\(batch, 4\)"):
         box_coverage(torch.tensor([1, 2, 3, 4]), 4, 4)
+
+
+def test_show_overlay_draws_heat_over_a_grey_image_on_a_scale_from_zero():
+    """The grey image, then the heat map on top (inferno, see-through, from 0 to vmax or to its own maximum), titled,
+    without axes; the returned image is the heat map's, for a colour bar; sizes must agree."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    image, heat = torch.rand(1, 4, 6), torch.rand(4, 6) * 3  # not square: height and width must not swap
+    shown = show_overlay(ax, image, heat, title="rollout")
+    grey, top = ax.get_images()
+    assert top is shown and grey.get_cmap().name == "gray" and shown.get_cmap().name == "inferno"
+    assert torch.equal(torch.as_tensor(grey.get_array()), image[0])
+    assert torch.equal(torch.as_tensor(shown.get_array()), heat)
+    assert shown.get_alpha() == 0.6 and shown.get_clim() == (0.0, pytest.approx(heat.max().item()))
+    assert ax.get_title() == "rollout" and not ax.axison
+    fixed = show_overlay(ax, image[0], heat, vmax=5.0, alpha=0.3)
+    assert fixed.get_clim() == (0.0, 5.0) and fixed.get_alpha() == 0.3 and ax.get_title() == ""
+    with pytest.raises(ValueError, match="same size"):
+        show_overlay(ax, image, heat[:2])
+    plt.close(fig)
+
+
+def test_interpretation_inputs_are_checked_and_read_as_documented():
+    """Rollout refuses non-square maps and fuses heads by their minimum when asked; cls_attention reads row 0 (the
+    [CLS] query) of 3-D or 4-D attention and renormalises each map on its own; mass_in_boxes is a share, so it does
+    not change when the map is scaled, and it wants one 2-D box per image; patch_embed_components accepts k = 1
+    and only 4-D weights."""
+    with pytest.raises(ValueError):
+        attention_rollout(torch.rand(1, 1, 1, 3, 4))
+    torch.manual_seed(0)
+    maps = torch.rand(1, 2, 3, 4, 4, dtype=torch.float64)  # depth 1, batch 2, 3 heads, 4 tokens
+    fused = maps[0].amin(dim=1)
+    torch.testing.assert_close(attention_rollout(maps, head_fusion="min", residual=False),
+                               fused / fused.sum(dim=-1, keepdim=True))
+    attention = torch.rand(2, 3, 5, 5, dtype=torch.float64)  # (batch, heads, tokens, tokens)
+    expected = attention[..., 0, 1:] / attention[..., 0, 1:].sum(dim=-1, keepdim=True)
+    torch.testing.assert_close(cls_attention(attention), expected)
+    torch.testing.assert_close(cls_attention(attention[:, 0]), expected[:, 0])
+    values, boxes = torch.rand(4, 4), torch.tensor([[0, 0, 4, 4]] * 4)
+    torch.testing.assert_close(mass_in_boxes(10 * values, boxes, 2, 4), mass_in_boxes(values, boxes, 2, 4))
+    with pytest.raises(ValueError, match="one box per image"):
+        mass_in_boxes(values, boxes[0], 2, 4)
+    weight = torch.randn(6, 1, 2, 2)
+    components, ratios = patch_embed_components(weight, 1)
+    assert components.shape == (1, 1, 2, 2) and ratios.shape == (1,)
+    with pytest.raises((ValueError, TypeError)):
+        patch_embed_components(weight[0])

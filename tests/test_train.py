@@ -302,6 +302,8 @@ def test_train_one_epoch_reports_the_loss_it_minimises(family):
     teacher = create_model("vit_digits_patch2_8", **TINY.model_kwargs).eval()  # any network can teach
     if family == "deit":
         model.set_distilled_training(True)
+        with torch.no_grad():  # the heads start at zero: give them weights of their own, so that they disagree
+            model.head.weight.normal_(std=0.5), model.head_dist.weight.normal_(std=0.5)
     (loss, acc, speed, step), loader = _fixed_model_epoch(model, config, teacher)
     loss_sum, correct, seen = 0.0, 0, 0
     with torch.no_grad():
@@ -537,3 +539,345 @@ def test_distillation_token_loss_smooths_labels_and_softens_the_teacher():
     expected = (0.7 * torch.nn.functional.cross_entropy(cls_logits, labels, label_smoothing=0.2)
                 + 0.3 * T.distillation_loss(dist_logits, teacher, 2.0))
     torch.testing.assert_close(loss, expected)
+
+
+# ------------------------------------------------------------------ more behaviours found by mutation testing
+# A digits run of one batch per epoch (126 training images): fast enough to run fit several times in a test.
+SMALL = replace(TINY, train_fraction=0.1, augment="none")
+
+
+def test_history_plot_puts_two_wide_panels_side_by_side_on_light_grids():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    h = T.History(epoch=[1, 2], train_loss=[2.0, 1.0], train_acc=[0.3, 0.7], val_loss=[1.5, 0.9], val_acc=[0.6, 0.8])
+    fig = h.plot()
+    loss_ax, acc_ax = fig.axes
+    assert tuple(fig.get_size_inches()) == pytest.approx((9, 3.2))  # the book's page width, one row
+    loss_box, acc_box = loss_ax.get_position(), acc_ax.get_position()
+    assert acc_box.x0 > loss_box.x1 and acc_box.y0 == pytest.approx(loss_box.y0)  # side by side, not stacked
+    for ax in (loss_ax, acc_ax):
+        lines = ax.xaxis.get_gridlines() + ax.yaxis.get_gridlines()
+        assert lines and all(line.get_visible() and line.get_alpha() == pytest.approx(0.3) for line in lines)
+    plt.close(fig)
+
+
+def test_loaders_put_batches_on_the_device_they_are_given():
+    """The "meta" device stands in for a GPU: batches that stayed on the CPU would show."""
+    meta = torch.device("meta")
+    for dataset in ("digits", "cluttered_digits"):
+        loaders = T.make_loaders(replace(TINY, dataset=dataset, augment="none"), meta)
+        for split in ("train", "val", "test"):
+            images, labels = next(iter(loaders[split]))
+            assert images.device == meta and labels.device == meta, (dataset, split)
+
+
+def test_cifar10_loaders_scale_bytes_and_normalise_with_the_cifar_statistics(monkeypatch, tmp_path):
+    """CIFAR-10 comes from load_cifar10(data_root) as uint8; batches are x / 255 normalised per channel."""
+    from vitedu import data as D
+
+    roots = []
+    generator = torch.Generator().manual_seed(0)
+
+    def fake_cifar10(root):
+        roots.append(root)
+        split = lambda n: (torch.randint(0, 256, (n, 3, 32, 32), dtype=torch.uint8, generator=generator),  # noqa: E731
+                           torch.arange(n) % 10)
+        return {"train": split(40), "val": split(20), "test": split(20)}
+
+    monkeypatch.setattr(T.D, "load_cifar10", fake_cifar10)
+    config = replace(T.PRESETS["cifar10"], data_root=str(tmp_path), augment="none")
+    loaders = T.make_loaders(config, torch.device("cpu"))
+    assert roots == [str(tmp_path)]
+    images, labels = next(iter(loaders["val"]))
+    raw = loaders["val"].images
+    mean, std = torch.tensor(D.CIFAR10_MEAN)[:, None, None], torch.tensor(D.CIFAR10_STD)[:, None, None]
+    torch.testing.assert_close(images, (raw.float() / 255 - mean) / std)
+    assert torch.equal(labels, loaders["val"].labels)
+
+
+def test_cluttered_val_and_test_are_the_fixed_canvases_in_batches_of_500():
+    from vitedu import cluttered as C
+
+    loaders = T.make_loaders(replace(TINY, dataset="cluttered_digits", augment="none"), torch.device("cpu"))
+    for split in ("val", "test"):
+        canvases, labels = C.load_cluttered_digits(split)[:2]  # floats in [0, 1]
+        batches = list(loaders[split])
+        assert [len(y) for _, y in batches] == [500] * (len(labels) // 500)
+        torch.testing.assert_close(batches[0][0], (canvases[:500] - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0])
+        assert torch.equal(torch.cat([y for _, y in batches]), labels)
+
+
+def test_conv_teacher_layers_are_the_ones_whose_numbers_the_book_reports():
+    """Three 3x3 convolutions with "same" padding, a GELU after each, one 2x2 max-pool, a pooled 2x2 grid, a hidden
+    layer with GELU and dropout: the teacher chapter 7 and the digits preset measured. Another stack with the same
+    parameter count would not be that teacher."""
+    cnn = T.ConvTeacher(in_chans=1, num_classes=10)
+    assert [type(m).__name__ for m in cnn] == [
+        "Conv2d", "GELU", "Conv2d", "GELU", "MaxPool2d", "Conv2d", "GELU", "AdaptiveAvgPool2d",
+        "Flatten", "Linear", "GELU", "Dropout", "Linear"]
+    convs = [m for m in cnn if isinstance(m, torch.nn.Conv2d)]
+    assert all(c.kernel_size == (3, 3) and c.padding == (1, 1) and c.stride == (1, 1) for c in convs)
+    assert cnn[4].kernel_size == 2 and cnn[7].output_size == 2 and cnn[11].p == 0.3
+
+
+def _stderr_of(capsys, run, tty=False, monkeypatch=None):
+    """What ``run()`` wrote to stderr, with stderr looking like a terminal or not."""
+    import sys
+
+    capsys.readouterr()
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: tty)
+    run()
+    return capsys.readouterr().err
+
+
+def test_train_one_epoch_shows_a_bar_only_when_asked_and_clears_it(capsys, monkeypatch):
+    config = SMALL
+    model = create_model(config.model, **config.model_kwargs)
+    loader = T.make_loaders(config, torch.device("cpu"))["train"]
+    optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+
+    def epoch(**kwargs):
+        return lambda: T.train_one_epoch(model, loader, optimizer, scaler, config, 0, len(loader), **kwargs)
+
+    assert _stderr_of(capsys, epoch(), monkeypatch=monkeypatch) == ""  # no bar by default
+    assert _stderr_of(capsys, epoch(progress=False, desc="epoch 1/2"), tty=True, monkeypatch=monkeypatch) == ""
+    err = _stderr_of(capsys, epoch(progress=True, desc="epoch 1/2"), monkeypatch=monkeypatch)
+    assert err.startswith("\repoch 1/2:")
+    assert err.endswith("\r") and "\n" not in err  # leave=False: the finished bar is wiped, no line is left
+    err = _stderr_of(capsys, epoch(progress=True), monkeypatch=monkeypatch)
+    assert err.startswith("\r  0%|")  # no description: the bar starts with the percentage
+
+
+def test_fit_shows_bars_in_a_terminal_or_when_asked(capsys, monkeypatch):
+    """progress=None: a bar only when stderr is a terminal; True / False force it on or off. The teacher's epochs and
+    the student's are labelled with their numbers."""
+    config = replace(SMALL, teacher_epochs=1)
+    run = lambda **kwargs: lambda: T.fit(config, device="cpu", log=quiet, **kwargs)  # noqa: E731
+    assert _stderr_of(capsys, run(), tty=False, monkeypatch=monkeypatch) == ""
+    assert _stderr_of(capsys, run(progress=False), tty=True, monkeypatch=monkeypatch) == ""
+    for err in (_stderr_of(capsys, run(), tty=True, monkeypatch=monkeypatch),
+                _stderr_of(capsys, run(progress=True), tty=False, monkeypatch=monkeypatch)):
+        descriptions = [part.split(":")[0] for part in err.split("\r") if part.strip()]
+        assert sorted(set(descriptions)) == ["epoch 1/2", "epoch 2/2", "teacher 1/1"]
+
+
+def test_train_teacher_follows_its_own_schedule_and_writes_into_new_folders(tmp_path, capsys, monkeypatch):
+    """The teacher: one warm-up epoch then the cosine over teacher_epochs, steps counted from 0; no bar by default;
+    its file goes into ``out`` even when the folder does not exist yet."""
+    config = replace(SMALL, teacher_epochs=3, batch_size=48)
+    loaders = T.make_loaders(config, torch.device("cpu"))
+    steps_per_epoch = len(loaders["train"])
+    assert steps_per_epoch == 3
+    calls, lr_at = [], T.lr_at
+    monkeypatch.setattr(T, "lr_at", lambda *args: calls.append(args[:3]) or lr_at(*args))
+    out = tmp_path / "runs" / "teacher"
+    capsys.readouterr()
+    T.train_teacher(config, loaders, torch.device("cpu"), out=out, log=quiet)
+    assert capsys.readouterr().err == ""
+    total = 3 * steps_per_epoch
+    assert calls == [(step, total, steps_per_epoch) for step in range(total)]
+    assert (out / T.TEACHER_FILE).exists()
+
+
+def test_resume_carries_on_with_the_saved_config_and_a_new_run_starts_afresh(tmp_path):
+    """resume=True continues the run in ``out`` with its saved config, whatever config is passed; without resume=True
+    an existing checkpoint is overwritten by a fresh run. By default every epoch is logged."""
+    config = replace(SMALL, epochs=3)
+    T.fit(config, out=tmp_path, stop_after=1, device="cpu", log=quiet)
+    lines = []
+    resumed = T.fit(replace(config, lr=0.5, epochs=7), out=tmp_path, resume=True, device="cpu", log=lines.append)
+    assert resumed.config == config and resumed.history.epoch == [1, 2, 3]
+    assert lines[0].startswith(f"resuming {tmp_path} after epoch 1 of 3") and len(lines) == 3  # epochs 2 and 3
+    lines = []
+    fresh = T.fit(replace(config, epochs=2), out=tmp_path, device="cpu", log=lines.append)
+    assert [line.split()[:2] for line in lines] == [["epoch", "1/2"], ["epoch", "2/2"]]
+    assert fresh.history.epoch == [1, 2]
+    assert json.loads((tmp_path / T.STATE_FILE).read_text())["config"]["epochs"] == 2
+
+
+def test_fit_logs_every_log_every_epochs_counting_from_the_first():
+    lines = []
+    T.fit(replace(SMALL, epochs=4), device="cpu", log=lines.append, log_every=3)
+    assert [line.split()[1] for line in lines] == ["3/4", "4/4"]
+
+
+def test_history_rows_hold_the_epoch_numbers_and_the_lr_follows_the_whole_schedule():
+    config = replace(TINY, epochs=2, warmup_epochs=0.5, min_lr=1e-4)
+    result = T.fit(config, device="cpu", log=quiet)
+    h, n = result.history, len(T.make_loaders(config, torch.device("cpu"))["train"])
+    # the lr at the end of each epoch is that of its last step, on the schedule of epochs * steps per epoch
+    assert h.lr == pytest.approx([T.lr_at(e * n - 1, 2 * n, round(0.5 * n), config.lr, 1e-4) for e in (1, 2)])
+    assert len(h.train_acc) == 2 and all(0.0 < a <= 1.0 for a in h.train_acc)
+    assert len(h.images_per_s) == 2 and all(s > 0 for s in h.images_per_s)
+
+
+def test_fit_uses_the_device_given_and_compiles_only_when_asked(monkeypatch):
+    def no_device_lookup():
+        raise AssertionError("fit looked for a device although one was given")
+
+    compiled = []
+
+    class Compiled(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model, self.calls = model, 0
+            compiled.append(self)
+
+        def forward(self, x):
+            self.calls += 1
+            return self.model(x)
+
+    monkeypatch.setattr(T, "get_device", no_device_lookup)
+    monkeypatch.setattr(T.torch, "compile", Compiled)
+    T.fit(SMALL, device="cpu", log=quiet)
+    assert compiled == []  # compile=False by default
+    T.fit(SMALL, device="cpu", log=quiet, compile=True)
+    assert len(compiled) == 1 and compiled[0].calls == SMALL.epochs  # the compiled model is the one trained
+
+
+def test_fit_tells_ddp_which_models_leave_parameters_unused(monkeypatch):
+    """A DeiT trained without a teacher never uses its [DIST] head, which DistributedDataParallel must be told of
+    (find_unused_parameters); a ViT, or a DeiT with a teacher, uses every parameter. Both train without torchrun."""
+    wrapped = []
+
+    def spy(model, device, find_unused_parameters=False):
+        wrapped.append((type(model).__name__, device, find_unused_parameters))
+        return model
+
+    monkeypatch.setattr(T.DDP, "wrap", spy)
+    cpu = torch.device("cpu")
+    deit = replace(SMALL, model="deit_digits_patch2_8")
+    T.fit(SMALL, device="cpu", log=quiet)
+    result = T.fit(deit, device="cpu", log=quiet)
+    assert result.teacher is None and not result.model.distilled_training  # one output: no teacher to learn from
+    T.fit(replace(deit, teacher_epochs=1, distill_alpha=0.5), device="cpu", log=quiet)
+    assert wrapped == [("VisionTransformer", cpu, False), ("VisionTransformerDistilled", cpu, True),
+                       ("ConvTeacher", cpu, False), ("VisionTransformerDistilled", cpu, False)]
+
+
+def test_fit_trains_the_teacher_in_the_precision_asked_for():
+    config = replace(SMALL, epochs=1, teacher_epochs=1)
+    fp32 = T.fit(config, device="cpu", log=quiet, precision="fp32").teacher
+    bf16 = T.fit(config, device="cpu", log=quiet, precision="bf16").teacher
+    assert not torch.equal(fp32[0].weight, bf16[0].weight)  # bf16 products round differently
+
+
+def test_checkpoints_stamp_every_file_and_keep_no_loss_scale_without_float16(tmp_path):
+    """Each tensor file carries the epoch and step it belongs to; the gradient scaler only runs for float16 (CUDA),
+    so a CPU run saves it empty. The folder is created, parents included."""
+    from safetensors import safe_open
+
+    out = tmp_path / "runs" / "small"
+    T.fit(replace(SMALL, epochs=1), out=out, device="cpu", log=quiet)
+    for name in (T.MODEL_FILE, T.OPTIMIZER_FILE):
+        with safe_open(str(out / name), framework="pt") as f:
+            assert f.metadata() == {"epoch": "1", "step": "1"}
+    assert json.loads((out / T.STATE_FILE).read_text())["scaler"] == {}
+
+
+def test_load_checkpoint_restores_a_loss_scale_and_checks_only_the_files_it_reads(tmp_path):
+    """A float16 run's scaler state comes back (here a CPU GradScaler stands in for a CUDA one); the stamps of the
+    optimizer file are checked when the optimizer is restored, and a folder without it still gives its model."""
+    from safetensors.torch import save_file
+
+    model = create_model(TINY.model, **TINY.model_kwargs)
+    optimizer = torch.optim.AdamW(T.param_groups(model, 0.05), lr=1e-3)
+    model(torch.randn(2, 1, 8, 8)).sum().backward()
+    optimizer.step()
+    scaler = torch.amp.GradScaler("cpu", enabled=True, init_scale=1024.0)
+    T.save_checkpoint(tmp_path, model, optimizer, scaler, TINY, T.History(), epoch=3, step=30)
+    fresh = torch.amp.GradScaler("cpu", enabled=True)
+    assert fresh.get_scale() != 1024.0
+    T.load_checkpoint(tmp_path, model, optimizer, fresh)
+    assert fresh.get_scale() == 1024.0
+    T.load_checkpoint(tmp_path, model)  # no optimizer, no scaler: the model alone
+
+    flat = load_file(str(tmp_path / T.OPTIMIZER_FILE))
+    save_file(flat, str(tmp_path / T.OPTIMIZER_FILE), metadata={"epoch": "2", "step": "20"})  # torn: older
+    with pytest.raises(ValueError, match="interrupted while saving"):
+        T.load_checkpoint(tmp_path, model, optimizer)
+    T.load_checkpoint(tmp_path, model)  # the weights themselves are whole
+    (tmp_path / T.OPTIMIZER_FILE).unlink()  # e.g. a folder shipped without the optimizer state
+    T.load_trained(tmp_path)
+
+
+def test_cli_help_says_where_unset_options_come_from(capsys):
+    with pytest.raises(SystemExit):
+        T.parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Train a Vision Transformer from scratch. Options not given come from the dataset's preset" in text
+    assert "The last line printed is the test accuracy." in text
+
+
+def test_cli_under_torchrun_only_the_first_process_speaks(monkeypatch, capsys, tmp_path):
+    """Under torchrun the first process says how the batch is shared and over which backend (NCCL on GPUs, Gloo on
+    CPUs); the others print nothing; the process group is left as DDP.setup says."""
+    from vitedu import distributed as DDP
+
+    cleaned = []
+
+    def fake_fit(config, **kwargs):
+        model = create_model(config.model, **{**config.model_kwargs, "depth": 1})
+        return T.Result(model, T.History(val_acc=[0.5]), 0.75, config, optimizer=None)
+
+    monkeypatch.setattr(T, "fit", fake_fit)
+    monkeypatch.setattr(T.DDP, "cleanup", cleaned.append)
+    path = tmp_path / "vit.safetensors"
+    for rank, device, backend in ((0, "cpu", "Gloo"), (0, "cuda", "NCCL"), (1, "cpu", None)):
+        process = DDP.Process(rank=rank, world_size=2)
+        monkeypatch.setattr(T.DDP, "setup", lambda device_name, p=process, d=device: (p, torch.device(d), True))
+        capsys.readouterr()
+        T.main(["--save-weights", str(path)])
+        out = capsys.readouterr().out
+        if backend is None:
+            assert out == ""
+        else:
+            lines = out.splitlines()
+            assert lines[0] == f"2 processes ({backend}), each training on 1/2 of every batch of 32"
+            assert f"weights written to {path}" in lines and lines[-1] == "test accuracy: 0.7500"
+    assert cleaned == [True, True, True]
+
+
+def test_train_one_epoch_multiplies_in_the_precision_asked_for():
+    """fp32 ("auto" on the CPU): every matrix product in float32; bf16: in bfloat16, the weights staying fp32."""
+    dtypes = {}
+    for precision in ("auto", "fp32", "bf16"):
+        model = create_model(SMALL.model, **SMALL.model_kwargs)
+        seen = dtypes.setdefault(precision, set())
+        model.head.register_forward_hook(lambda module, args, output, seen=seen: seen.add(output.dtype))
+        loader = T.make_loaders(SMALL, torch.device("cpu"))["train"]
+        optimizer = torch.optim.AdamW(T.param_groups(model, SMALL.weight_decay), lr=SMALL.lr)
+        T.train_one_epoch(model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False), SMALL, 0, len(loader),
+                          precision=precision)
+        assert model.head.weight.dtype == torch.float32
+    assert dtypes == {"auto": {torch.float32}, "fp32": {torch.float32}, "bf16": {torch.bfloat16}}
+
+
+def test_fit_rejects_an_unknown_precision_before_loading_any_data(monkeypatch):
+    """A typo in precision fails at once, not after CIFAR-10 is downloaded or an image folder is read."""
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was loaded before the precision was checked")
+
+    monkeypatch.setattr(T, "make_loaders", no_data)
+    with pytest.raises(ValueError, match="unknown precision 'fp16'"):
+        T.fit(SMALL, device="cpu", log=quiet, precision="fp16")
+
+
+def test_fit_on_a_process_other_than_the_first_logs_and_writes_nothing(monkeypatch, tmp_path, capsys):
+    """Under torchrun only rank 0 logs, shows a bar and writes ``out``; here rank 1 of 2 is simulated in one process
+    (the collective operations stand in for their lone-process selves)."""
+    from vitedu import distributed as DDP
+
+    monkeypatch.setattr(T.DDP, "current", lambda: DDP.Process(rank=1, world_size=2))
+    monkeypatch.setattr(T.DDP, "barrier", lambda: None)
+    monkeypatch.setattr(T.DDP, "all_sum", lambda values, device: values)
+    monkeypatch.setattr(T.DDP, "wrap", lambda model, device, **kwargs: model)
+    lines = []
+    capsys.readouterr()
+    result = T.fit(replace(SMALL, teacher_epochs=1), out=tmp_path / "run", device="cpu", log=lines.append,
+                   progress=True)
+    assert lines == [] and capsys.readouterr().err == "" and not (tmp_path / "run").exists()
+    assert result.history.epoch == [1, 2]

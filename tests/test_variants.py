@@ -251,3 +251,111 @@ def test_cluttered_presets_match_the_vit_they_are_compared_with(name):
     assert blocks == len(vit.blocks) == 4
     assert abs(count_parameters(model) / count_parameters(vit) - 1) < 0.01
     assert model(torch.zeros(2, 1, 32, 32)).shape == (2, 10)
+
+
+# ------------------------------------------------------------------ behaviours found by mutation testing
+def test_cait_options_reach_every_layer():
+    """Every option of Cait lands in the layers it names: dropout, stochastic depth, biases, LayerScale and norms in
+    the patch blocks; the class-attention blocks take biases, LayerScale, norms and their own MLP ratio, no dropout."""
+    from vitedu.cait import ClassAttentionBlock
+
+    model = Cait(img_size=16, patch_size=4, num_classes=0, embed_dim=16, depth=2, num_heads=2, mlp_ratio=2.0,
+                 qkv_bias=False, drop_rate=0.1, attn_drop_rate=0.2, drop_path_rate=0.3, init_values=0.5,
+                 depth_token_only=1, mlp_ratio_token_only=3.0, norm_eps=1e-3)
+    half = torch.full((16,), 0.5)
+    for block in model.blocks:
+        attn = block.attn
+        assert attn.qkv.bias is None and attn.attn_drop.p == 0.2 and attn.proj_drop.p == 0.1
+        assert block.mlp.fc1.out_features == 32 and block.mlp.drop1.p == 0.1 and block.drop_path1.drop_prob == 0.3
+        assert torch.equal(block.ls1.gamma, half) and torch.equal(block.ls2.gamma, half)
+        assert block.norm1.eps == block.norm2.eps == 1e-3
+    for block in model.blocks_token_only:
+        attn = block.attn
+        assert attn.q.bias is None and attn.k.bias is None and attn.v.bias is None
+        assert attn.attn_drop == 0.0 and attn.proj_drop.p == 0.0 and isinstance(block.drop_path1, torch.nn.Identity)
+        assert block.mlp.fc1.out_features == 48 and block.mlp.drop1.p == 0.0
+        assert torch.equal(block.ls1.gamma, half) and block.norm1.eps == block.norm2.eps == 1e-3
+    assert model.norm.eps == 1e-3
+    assert isinstance(model.head, torch.nn.Identity) and model.cls_token.abs().max() < 0.1  # trunc-normal, std 0.02
+    assert isinstance(Cait(img_size=16, patch_size=4, embed_dim=16, depth=1, num_heads=2, num_classes=1).head,
+                      torch.nn.Linear)
+    positional = ClassAttentionBlock(16, 2)  # dim and heads may be given by position too
+    assert positional.attn.num_heads == 2 and positional.norm1.normalized_shape == (16,)
+
+
+def test_cait_attention_returns_weights_only_when_asked_and_drops_them_only_in_training():
+    model = Cait(img_size=16, patch_size=4, num_classes=3, embed_dim=16, depth=1, num_heads=2, depth_token_only=1)
+    x = torch.randn(2, 3, 16, 16)
+    tokens = torch.randn(2, 17, 16)
+    assert model.blocks[0].attn(tokens[:, 1:])[1] is None and model.blocks_token_only[0].attn(tokens)[1] is None
+    assert model.blocks_token_only[0](tokens[:, 1:], tokens[:, :1])[1] is None
+    assert all(m is None for m in model._encode(x)[1])
+    patch_maps, class_maps = model.attention_maps(x)
+    assert patch_maps[0].shape == (2, 2, 16, 16) and class_maps[0].shape == (2, 2, 1, 17)
+    from vitedu.cait import ClassAttention
+
+    attn = ClassAttention(16, 2, attn_drop=0.5)
+    torch.manual_seed(0)
+    first, second = attn.train()(tokens)[0], attn(tokens)[0]
+    assert not torch.equal(first, second)  # attention dropout draws new masks in training
+    assert torch.equal(attn.eval()(tokens)[0], attn(tokens)[0])  # and is off in eval
+
+
+def test_convit_options_reach_every_layer():
+    """GPSA layers first, then ordinary ones; qkv bias, dropout, locality strength and norms reach both kinds;
+    stochastic depth grows linearly from 0 to drop_path_rate."""
+    from vitedu.blocks import DropPath
+
+    model = ConVit(img_size=16, patch_size=4, num_classes=0, embed_dim=16, depth=4, num_heads=4, qkv_bias=True,
+                   drop_rate=0.1, attn_drop_rate=0.2, drop_path_rate=0.3, local_up_to_layer=2, locality_strength=2.0,
+                   norm_eps=1e-3)
+    for block in model.blocks[:2]:
+        gpsa = block.attn
+        assert isinstance(gpsa, GatedPositionalSelfAttention) and gpsa.locality_strength == 2.0
+        assert gpsa.qk.bias is not None and gpsa.v.bias is not None
+        assert gpsa.attn_drop.p == 0.2 and gpsa.proj_drop.p == 0.1
+    for block in model.blocks[2:]:
+        assert block.attn.qkv.bias is not None and block.attn.attn_drop == 0.2 and block.attn.proj_drop.p == 0.1
+    assert all(block.norm1.eps == block.norm2.eps == 1e-3 and block.mlp.drop1.p == 0.1 for block in model.blocks)
+    rates = [b.drop_path1.drop_prob if isinstance(b.drop_path1, DropPath) else 0.0 for b in model.blocks]
+    assert rates == pytest.approx([0.0, 0.1, 0.2, 0.3])
+    assert isinstance(model.head, torch.nn.Identity) and model.cls_token.abs().max() < 0.1  # trunc-normal, std 0.02
+    one = ConVit(img_size=16, patch_size=4, embed_dim=16, depth=2, num_heads=4, local_up_to_layer=1, num_classes=1,
+                 drop_path_rate=0.3)
+    assert isinstance(one.head, torch.nn.Linear)
+    assert model.norm.eps == 1e-3 and one.blocks[1].drop_path1.drop_prob == pytest.approx(0.3)  # the last: all
+    plain = ConVit(img_size=16, patch_size=4, embed_dim=16, depth=2, num_heads=4, local_up_to_layer=0)
+    assert plain.gates().shape == (0, 0)  # no GPSA layer: a plain ViT, and no gates to show
+    assert plain(torch.randn(2, 3, 16, 16)).shape == (2, 1000)
+
+
+def test_gpsa_defaults_are_timms_and_weights_come_only_when_asked():
+    gpsa = GatedPositionalSelfAttention(16, 4, grid_size=4)  # timm's GPSA: no qkv bias, no dropout, strength 1
+    assert gpsa.qk.bias is None and gpsa.v.bias is None and gpsa.attn_drop.p == 0.0 and gpsa.proj_drop.p == 0.0
+    assert gpsa.locality_strength == 1.0
+    assert gpsa(torch.randn(2, 16, 16))[1] is None
+    model = ConVit(img_size=16, patch_size=4, embed_dim=16, depth=2, num_heads=4, local_up_to_layer=1)
+    assert all(m is None for m in model._encode(torch.randn(2, 3, 16, 16))[1])
+    with pytest.raises(ValueError, match=r"Use one of \[1, 4, 9, 16, 25\]"):
+        GatedPositionalSelfAttention(12, 3, grid_size=4)
+
+
+def test_deit_options_and_heads():
+    """Arguments by position or keyword as for VisionTransformer; learned positions only; [DIST] initialised like
+    [CLS] (std 0.02); a second head only when there are classes; pre-logits are the mean of the two tokens."""
+    small = dict(img_size=16, patch_size=4, in_chans=3, num_classes=5, embed_dim=16)
+    by_position = VisionTransformerDistilled(16, 4, 3, 5, 16, depth=1, num_heads=2)
+    assert by_position.num_classes == 5 and by_position.embed_dim == 16 and by_position.head_dist.out_features == 5
+    with pytest.raises(ValueError, match="learned positions"):
+        VisionTransformerDistilled(**small, depth=1, num_heads=2, pos_embed="sincos")
+    model = VisionTransformerDistilled(**small, depth=1, num_heads=2).eval()
+    assert model.dist_token.abs().max() < 0.1
+    assert isinstance(VisionTransformerDistilled(**{**small, "num_classes": 0}, depth=1, num_heads=2).head_dist,
+                      torch.nn.Identity)
+    assert isinstance(VisionTransformerDistilled(**{**small, "num_classes": 1}, depth=1, num_heads=2).head_dist,
+                      torch.nn.Linear)
+    features = torch.randn(2, 18, 16)  # [CLS], [DIST], 16 patches
+    torch.testing.assert_close(model.forward_head(features, pre_logits=True), (features[:, 0] + features[:, 1]) / 2)
+    model.set_distilled_training(False)
+    model.set_distilled_training()
+    assert model.distilled_training is True  # switching on is the default
