@@ -243,6 +243,9 @@ def test_digits_warp_reshapes_digits_without_moving_them():
     assert moved.max() < 0.75 and moved.mean() < 0.3  # a digit's ink stays centred in its cell
     assert (changed > 0.1).float().mean() > 0.95  # and nearly every digit's strokes change visibly
     assert torch.allclose(warped.sum(dim=(1, 2, 3)), digits.sum(dim=(1, 2, 3)), rtol=0.25)  # as much ink
+    # The amounts its docstring states: rotation, zoom and shear of up to 10 degrees, 10 %, 10 degrees, no shift.
+    documented = D.random_affine(digits, torch.Generator().manual_seed(0), degrees=10, scale=0.1, shear=10)
+    assert torch.equal(warped, documented)
 
 
 def test_random_hflip_and_affine_depend_only_on_their_generator():
