@@ -881,3 +881,14 @@ def test_fit_on_a_process_other_than_the_first_logs_and_writes_nothing(monkeypat
                    progress=True)
     assert lines == [] and capsys.readouterr().err == "" and not (tmp_path / "run").exists()
     assert result.history.epoch == [1, 2]
+
+
+def test_every_seed_and_epoch_draws_its_own_dropout_and_drop_path(monkeypatch):
+    """Dropout and drop-path masks depend on (seed, epoch) only: the same pair repeats them (resume), and no two pairs
+    share them, so runs with different seeds are really different runs."""
+    seeds, one_epoch = [], T.train_one_epoch
+    monkeypatch.setattr(T, "train_one_epoch", lambda *a, **k: seeds.append(torch.initial_seed()) or one_epoch(*a, **k))
+    for seed in (0, 1, 2, 0):
+        T.fit(replace(SMALL, epochs=2, teacher_epochs=0, seed=seed), device="cpu", log=quiet)
+    assert len(set(seeds[:6])) == 6  # 3 seeds x 2 epochs: six different streams
+    assert seeds[6:] == seeds[:2]  # seed 0 again: the same two
