@@ -268,8 +268,9 @@ def show_overlay(ax, image: Tensor, heat: Tensor, vmax: float | None = None, alp
     heat = heat.detach().cpu()
     if heat.shape != image.shape:
         raise ValueError(f"heat map {tuple(heat.shape)} and image {tuple(image.shape)} must have the same size")
-    ax.imshow(image, cmap="gray")
-    shown = ax.imshow(heat, cmap="inferno", alpha=alpha, vmin=0.0, vmax=float(heat.max()) if vmax is None else vmax)
+    ax.imshow(image.numpy(), cmap="gray")  # matplotlib wants arrays (a tensor draws, with a DeprecationWarning)
+    shown = ax.imshow(heat.numpy(), cmap="inferno", alpha=alpha, vmin=0.0,
+                      vmax=float(heat.max()) if vmax is None else vmax)
     ax.set_title(title)
     ax.axis("off")
     return shown
