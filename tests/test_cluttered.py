@@ -248,3 +248,29 @@ def test_val_and_test_canvases_are_the_ones_the_accuracies_were_measured_on(spli
     index = torch.arange(len(labels))
     assert (images.double() * 16).sum().item() == ink and (labels * index).sum().item() == labels_sum
     assert boxes.sum().item() == boxes_sum and (boxes[:, 0] * index).sum().item() == tops_sum
+
+
+@pytest.mark.slow  # a few seconds, and it tests a tool: kept out of the mutation runs
+def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path):
+    """tools/sweep_cluttered.py: every named variant is the preset with fields that exist, and a run records val
+    numbers only (the test accuracy that fit computes is dropped unread)."""
+    import importlib.util
+    from dataclasses import replace
+    from pathlib import Path
+
+    from vitedu import create_model
+    from vitedu import train as T
+
+    path = Path(__file__).resolve().parent.parent / "tools" / "sweep_cluttered.py"
+    spec = importlib.util.spec_from_file_location("sweep_cluttered", path)
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    for name, overrides in sweep.VARIANTS.items():
+        config = replace(T.PRESETS["cluttered_digits"], **overrides)
+        assert config != T.PRESETS["cluttered_digits"] or name == "base", name
+        create_model(config.model, **config.model_kwargs)  # builds
+    tiny = {"epochs": 1, "teacher_epochs": 0, "batch_size": 500, "model_kwargs": {"depth": 1, "embed_dim": 32}}
+    row = sweep.run(("tiny", tiny, 0, "cpu", None, str(tmp_path)))
+    assert row["variant"] == "tiny" and 0 <= row["val_acc"] <= 1 and 0 <= row["val10k_acc"] <= 1
+    assert len(row["distance_per_block"]) == 1 and not any("test" in key for key in row)
+    assert (tmp_path / "tiny_seed0.safetensors").exists()

@@ -6,7 +6,7 @@
 Each variant is PRESETS["cluttered_digits"] with a few fields changed (VARIANTS below). Every run writes one
 JSON line: the variant, seed, val accuracy on the 2,000 val canvases that training reports, on 10,000 more
 val canvases (other positions and clutter for the same 179 val digits, to make a choice less noisy), the mean
-attention distance of each block on the val canvases (pixels; uniform attention on this grid is about 16.5),
+attention distance of each block on 2,000 of those (pixels; uniform attention on this grid is about 16.5),
 and the wall time. Runs go to a pool of processes (one torch thread each), so several share one CPU or GPU.
 ``fit`` also evaluates the test canvases at the end; the number is dropped here unread: a recipe is chosen on
 val, and its test accuracy is measured once, by ``python -m vitedu.train``, for the chosen recipe.
@@ -24,7 +24,6 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-PRESET_KWARGS = {"drop_path_rate": 0.1}
 VARIANTS: dict[str, dict] = {
     "base": {},
     "lr1e-3": {"lr": 1e-3}, "lr3e-3": {"lr": 3e-3}, "lr4e-3": {"lr": 4e-3},
