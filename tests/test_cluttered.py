@@ -258,6 +258,7 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path):
     from dataclasses import replace
     from pathlib import Path
 
+    import vitedu
     from vitedu import create_model
     from vitedu import train as T
 
@@ -274,3 +275,6 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path):
     assert row["variant"] == "tiny" and 0 <= row["val_acc"] <= 1 and 0 <= row["val10k_acc"] <= 1
     assert len(row["distance_per_block"]) == 1 and not any("test" in key for key in row)
     assert (tmp_path / "tiny_seed0.safetensors").exists()
+    base = sweep.shipped("cpu")  # the baseline row: the shipped model, scored the same way, its val as recorded
+    assert base["val_acc"] == float(vitedu.models.shipped_metadata("vit_cluttered_digits")["val_acc"])
+    assert len(base["distance_per_block"]) == 4 and 0.9 < base["val10k_acc"] < 1

@@ -1,6 +1,7 @@
 """Recipe search for the cluttered-digits ViT, on validation canvases only (test accuracy is never recorded).
 
     python tools/sweep_cluttered.py --variants base lr4e-3 teacher10 --seeds 0 1 --workers 2 --out sweep.jsonl
+    python tools/sweep_cluttered.py --shipped --out sweep.jsonl  # the shipped model, scored the same way
     python tools/sweep_cluttered.py --list                      # the named variants and their overrides
 
 Each variant is PRESETS["cluttered_digits"] with a few fields changed (VARIANTS below). Every run writes one
@@ -38,12 +39,28 @@ VARIANTS: dict[str, dict] = {
 }
 
 
-def run(job: tuple[str, dict, int, str, int | None, str | None]) -> dict:
-    name, overrides, seed, device, epochs, save_dir = job
-    torch.set_num_threads(1)
+def score(model: torch.nn.Module, device: str) -> dict:
+    """Val accuracy on the 2,000 fixed val canvases and on 10,000 more; attention distance per block (pixels)."""
     from vitedu import cluttered as C
     from vitedu import interpret as I
-    from vitedu.train import PRESETS, evaluate, fit
+    from vitedu.train import evaluate
+
+    model = model.to(device).eval()
+    found = {}
+    for name, (images, labels, _) in {"val_acc": C.load_cluttered_digits("val"),
+                                      "val10k_acc": C.load_cluttered_digits("val", num_images=10_000, seed=1)}.items():
+        images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+        loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
+        found[name] = round(evaluate(model, loader)[1], 4)
+    with torch.no_grad():  # on the first 2,000 of the 10,000
+        distance = torch.stack([I.mean_attention_distance(model.attention_maps(x), 8, 4).cpu()
+                                for x, _ in loader[:4]]).mean(0)  # (depth, heads)
+    return found | {"distance_per_block": [round(d, 2) for d in distance.mean(-1).tolist()]}
+
+
+def run(job: tuple[str, dict, int, str, int | None, str | None]) -> dict:
+    name, overrides, seed, device, epochs, save_dir = job
+    from vitedu.train import PRESETS, fit
 
     config = replace(PRESETS["cluttered_digits"], **overrides, seed=seed)
     if epochs is not None:
@@ -57,17 +74,18 @@ def run(job: tuple[str, dict, int, str, int | None, str | None]) -> dict:
         weights = {k: v.contiguous() for k, v in model.state_dict().items()}
         save_file(weights, f"{save_dir}/{name}_seed{seed}.safetensors",
                   metadata={"config": json.dumps(asdict(config)), "val_acc": f"{result.history.val_acc[-1]:.4f}"})
-    images, labels, _ = C.load_cluttered_digits("val", num_images=10_000, seed=1)
-    images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
-    with torch.no_grad():
-        loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, 10_000, 500)]
-        _, val10k = evaluate(model, loader)
-        distance = torch.stack([I.mean_attention_distance(model.attention_maps(x), 8, 4).cpu()
-                                for x, _ in loader[:4]]).mean(0)  # (depth, heads)
-    return {"variant": name, "overrides": overrides, "seed": seed, "epochs": config.epochs,
-            "val_acc": round(result.history.val_acc[-1], 4), "val10k_acc": round(val10k, 4),
-            "distance_per_block": [round(d, 2) for d in distance.mean(-1).tolist()],
+    return {"variant": name, "overrides": overrides, "seed": seed, "epochs": config.epochs, **score(model, device),
             "seconds": round(seconds), "device": str(device)}
+
+
+def shipped(device: str) -> dict:
+    """The same numbers for the shipped model (seed 0 of the preset), the baseline every variant is read against."""
+    import vitedu
+
+    model = vitedu.create_model("vit_cluttered_digits", pretrained=True)
+    epochs = json.loads(vitedu.models.shipped_metadata("vit_cluttered_digits")["config"])["epochs"]
+    return {"variant": "shipped", "overrides": {}, "seed": 0, "epochs": epochs, **score(model, device),
+            "seconds": 0, "device": str(device)}
 
 
 def main() -> None:
@@ -79,6 +97,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default="sweep.jsonl", help="JSON lines, appended as runs finish")
     p.add_argument("--save-dir", help="also write each run's final weights here (val accuracy in the metadata)")
+    p.add_argument("--shipped", action="store_true", help="score the shipped model instead (no training)")
     p.add_argument("--list", action="store_true")
     args = p.parse_args()
     if args.list:
@@ -89,12 +108,23 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; see --list")
     jobs = [(v, VARIANTS[v], s, args.device, args.epochs, args.save_dir) for s in args.seeds for v in args.variants]
-    with mp.get_context("spawn").Pool(args.workers) as pool, open(args.out, "a") as out:
-        for row in pool.imap_unordered(run, jobs):
-            out.write(json.dumps(row) + "\n")
-            out.flush()
-            print(f"{row['variant']:22s} seed {row['seed']}  val {row['val_acc']:.4f}  val10k {row['val10k_acc']:.4f}"
-                  f"  distance {row['distance_per_block']}  {row['seconds']} s", flush=True)
+    torch.set_num_threads(1)  # here and in every worker: one thread per run
+    with open(args.out, "a") as out:
+        if args.shipped:
+            record(shipped(args.device), out)
+            return
+        with mp.get_context("spawn").Pool(args.workers, torch.set_num_threads, (1,)) as pool:
+            for row in pool.imap_unordered(run, jobs):
+                record(row, out)
+            pool.close()  # let the workers finish and exit, rather than terminate them
+            pool.join()
+
+
+def record(row: dict, out) -> None:
+    out.write(json.dumps(row) + "\n")
+    out.flush()
+    print(f"{row['variant']:22s} seed {row['seed']}  val {row['val_acc']:.4f}  val10k {row['val10k_acc']:.4f}"
+          f"  distance {row['distance_per_block']}  {row['seconds']} s", flush=True)
 
 
 if __name__ == "__main__":
