@@ -91,6 +91,13 @@ def test_sincos_positions_are_fixed():
     assert list(model.state_dict()) == list(VisionTransformer(**SMALL).state_dict())
 
 
+def test_learned_positions_can_start_as_sincos():
+    model = VisionTransformer(**SMALL, pos_embed="learn_sincos")
+    assert model.pos_embed.requires_grad
+    torch.testing.assert_close(model.pos_embed, vitedu.sincos_pos_embed_2d(48, 4, num_prefix_tokens=1))
+    assert list(model.state_dict()) == list(VisionTransformer(**SMALL).state_dict())
+
+
 def test_other_resolution_resamples_positions(device):
     model = VisionTransformer(**SMALL).to(device).eval()
     images = torch.randn(2, 3, 48, 64, device=device)  # 6 x 8 patch grid instead of 4 x 4
@@ -142,6 +149,8 @@ def test_bad_images_explain_themselves(kwargs, images, message):
     [
         ({"num_heads": 5}, "embed_dim=48 is not divisible by num_heads=5"),
         ({"pool": "max"}, "pool must be 'cls'"),
+        ({"pos_embed": "sincos_learn"}, "pos_embed must be 'learn' .random start., 'learn_sincos'"),
+        ({"weight_init": "jax"}, "weight_init must be '' .timm's default. or 'mimetic'"),
         ({"img_size": 30}, "not divisible by patch_size"),
     ],
 )

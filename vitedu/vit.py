@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from .blocks import Block
+from .mimetic import mimetic_init_
 from .patching import PatchEmbedding, learned_pos_embed, resample_pos_embed, sincos_pos_embed_2d
 
 
@@ -56,8 +57,10 @@ class VisionTransformer(nn.Module):
     pool="cls" classifies from a learned [CLS] token prepended to the patches (ViT paper); pool="mean"
     has no [CLS] token, averages the patch tokens and applies the final LayerNorm after pooling
     (``fc_norm``, as timm/BEiT/MAE). pos_embed="sincos" uses fixed 2-D sin-cos positions instead of
-    learned ones (same parameter, frozen). Images of another size than ``img_size`` are accepted: the
-    position embeddings are resampled to the new patch grid on the fly.
+    learned ones (same parameter, frozen); "learn_sincos" learns them, starting from sin-cos.
+    weight_init="mimetic" starts every attention layer out local (``vitedu.mimetic``). Images of another
+    size than ``img_size`` are accepted: the position embeddings are resampled to the new patch grid on
+    the fly.
     """
 
     def __init__(
@@ -78,12 +81,17 @@ class VisionTransformer(nn.Module):
         norm_eps: float = 1e-6,
         init_values: float | None = None,
         pos_embed: str = "learn",
+        weight_init: str = "",
     ) -> None:
         super().__init__()
         if pool not in ("cls", "mean"):
             raise ValueError(f"pool must be 'cls' (a [CLS] token) or 'mean' (average of patch tokens), got {pool!r}")
-        if pos_embed not in ("learn", "sincos"):
-            raise ValueError(f"pos_embed must be 'learn' or 'sincos', got {pos_embed!r}")
+        if pos_embed not in ("learn", "sincos", "learn_sincos"):
+            raise ValueError(f"pos_embed must be 'learn' (random start), 'learn_sincos' (learned, starting at 2-D "
+                             f"sin-cos) or 'sincos' (fixed 2-D sin-cos), got {pos_embed!r}")
+        if weight_init not in ("", "mimetic"):
+            raise ValueError(f"weight_init must be '' (timm's default) or 'mimetic' (attention starts local, "
+                             f"see vitedu.mimetic), got {weight_init!r}")
         self.pool = pool
         self.num_classes = num_classes
         self.embed_dim = embed_dim
@@ -97,7 +105,7 @@ class VisionTransformer(nn.Module):
         else:
             grid = self.patch_embed.grid_size
             sincos = sincos_pos_embed_2d(embed_dim, grid, self.num_prefix_tokens)
-            self.pos_embed = nn.Parameter(sincos, requires_grad=False)
+            self.pos_embed = nn.Parameter(sincos, requires_grad=pos_embed == "learn_sincos")
         self.pos_drop = nn.Dropout(drop_rate)
 
         drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]  # deeper blocks drop more
@@ -110,12 +118,16 @@ class VisionTransformer(nn.Module):
         self.fc_norm = nn.LayerNorm(embed_dim, eps=norm_eps) if pool == "mean" else nn.Identity()
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
+        self.weight_init = weight_init
         self._init_weights()
 
     def _init_weights(self) -> None:
         if self.cls_token is not None:
             nn.init.normal_(self.cls_token, std=1e-6)  # a tiny [CLS], as timm
         init_linear_layers(self)
+        if self.weight_init == "mimetic":
+            for block in self.blocks:
+                mimetic_init_(block.attn)
 
     def _pos_embed(self, x: Tensor, grid_size: tuple[int, int]) -> Tensor:
         """Prepend [CLS] and add positions. (batch, patches, dim) -> (batch, tokens, dim)"""
