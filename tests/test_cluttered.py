@@ -255,7 +255,6 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path):
     """tools/sweep_cluttered.py: every named variant is the preset with fields that exist, and a run records val
     numbers only (the test accuracy that fit computes is dropped unread)."""
     import importlib.util
-    from dataclasses import replace
     from pathlib import Path
 
     import vitedu
@@ -266,15 +265,23 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path):
     spec = importlib.util.spec_from_file_location("sweep_cluttered", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
+    preset = T.PRESETS["cluttered_digits"]
     for name, overrides in sweep.VARIANTS.items():
-        config = replace(T.PRESETS["cluttered_digits"], **overrides)
-        assert config != T.PRESETS["cluttered_digits"] or name == "base", name
+        config = sweep.variant_config(overrides)
+        assert (config != preset) == (name != "base"), name
+        assert config.seed == 0 and sweep.variant_config(overrides, seed=2).seed == 2
         create_model(config.model, **config.model_kwargs)  # builds
+    # model_kwargs are merged into the preset's: a variant changes only what it names
+    assert sweep.variant_config(sweep.VARIANTS["dp0"]).model_kwargs == {**preset.model_kwargs, "drop_path_rate": 0.0}
+    assert sweep.variant_config(sweep.VARIANTS["timm_init"]).model_kwargs == {
+        "drop_path_rate": 0.1, "weight_init": "", "pos_embed": "learn"}  # the earlier preset
     tiny = {"epochs": 1, "teacher_epochs": 0, "batch_size": 500, "model_kwargs": {"depth": 1, "embed_dim": 32}}
     row = sweep.run(("tiny", tiny, 0, "cpu", None, str(tmp_path)))
     assert row["variant"] == "tiny" and 0 <= row["val_acc"] <= 1 and 0 <= row["val10k_acc"] <= 1
+    assert row["model_kwargs"] == {**preset.model_kwargs, "depth": 1, "embed_dim": 32}
     assert len(row["distance_per_block"]) == 1 and not any("test" in key for key in row)
     assert (tmp_path / "tiny_seed0.safetensors").exists()
     base = sweep.shipped("cpu")  # the baseline row: the shipped model, scored the same way, its val as recorded
     assert base["val_acc"] == float(vitedu.models.shipped_metadata("vit_cluttered_digits")["val_acc"])
+    assert base["model_kwargs"] == preset.model_kwargs  # the shipped file was trained with the preset's model
     assert len(base["distance_per_block"]) == 4 and 0.9 < base["val10k_acc"] < 1

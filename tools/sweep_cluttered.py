@@ -4,13 +4,18 @@
     python tools/sweep_cluttered.py --shipped --out sweep.jsonl  # the shipped model, scored the same way
     python tools/sweep_cluttered.py --list                      # the named variants and their overrides
 
-Each variant is PRESETS["cluttered_digits"] with a few fields changed (VARIANTS below). Every run writes one
-JSON line: the variant, seed, val accuracy on the 2,000 val canvases that training reports, on 10,000 more
-val canvases (other positions and clutter for the same 179 val digits, to make a choice less noisy), the mean
-attention distance of each block on 2,000 of those (pixels; uniform attention on this grid is about 16.5),
-and the wall time. Runs go to a pool of processes (one torch thread each), so several share one CPU or GPU.
-``fit`` also evaluates the test canvases at the end; the number is dropped here unread: a recipe is chosen on
-val, and its test accuracy is measured once, by ``python -m vitedu.train``, for the chosen recipe.
+Each variant is PRESETS["cluttered_digits"] with a few fields changed (VARIANTS below; model_kwargs are merged
+into the preset's). Every run writes one JSON line: the variant, the model_kwargs it trained with, seed, val
+accuracy on the 2,000 val canvases that training reports, on 10,000 more val canvases (other positions and
+clutter for the same 179 val digits, to make a choice less noisy), the mean attention distance of each block
+on 2,000 of those (pixels; uniform attention on this grid is about 16.5), and the wall time. Runs go to a
+pool of processes (one torch thread each), so several share one CPU or GPU. ``fit`` also evaluates the test
+canvases at the end; the number is dropped here unread: a recipe is chosen on val, and its test accuracy is
+measured once, by ``python -m vitedu.train``, for the chosen recipe.
+
+The runs of benchmarks/results/cluttered_sweep.jsonl before the preset adopted mimetic initialisation were
+variants of the earlier preset (timm's initialisation): their names and overrides are relative to it, and
+their model_kwargs say what was trained.
 """
 
 from __future__ import annotations
@@ -36,7 +41,21 @@ VARIANTS: dict[str, dict] = {
     "b64_lr3e-3": {"batch_size": 64, "lr": 3e-3}, "augment_digits": {"augment": "digits"},
     "warp": {"augment": "digits_warp"},
     "epochs60": {"epochs": 60}, "b64_lr3e-3_epochs60": {"batch_size": 64, "lr": 3e-3, "epochs": 60},
+    # The preset starts attention local (mimetic initialisation with sin-cos-initialised learned positions). Each
+    # half alone, and timm's start (the earlier preset):
+    "sincos_only": {"model_kwargs": {"weight_init": ""}},
+    "random_pos": {"model_kwargs": {"pos_embed": "learn"}},
+    "timm_init": {"model_kwargs": {"weight_init": "", "pos_embed": "learn"}},
 }
+
+
+def variant_config(overrides: dict, seed: int = 0):
+    """The preset with a variant's fields changed; model_kwargs are merged into the preset's, not replaced."""
+    from vitedu.train import PRESETS
+
+    preset = PRESETS["cluttered_digits"]
+    model_kwargs = {**preset.model_kwargs, **overrides.get("model_kwargs", {})}
+    return replace(preset, **{**overrides, "model_kwargs": model_kwargs}, seed=seed)
 
 
 def score(model: torch.nn.Module, device: str) -> dict:
@@ -60,9 +79,9 @@ def score(model: torch.nn.Module, device: str) -> dict:
 
 def run(job: tuple[str, dict, int, str, int | None, str | None]) -> dict:
     name, overrides, seed, device, epochs, save_dir = job
-    from vitedu.train import PRESETS, fit
+    from vitedu.train import fit
 
-    config = replace(PRESETS["cluttered_digits"], **overrides, seed=seed)
+    config = variant_config(overrides, seed)
     if epochs is not None:
         config = replace(config, epochs=epochs)
     start = time.perf_counter()
@@ -74,8 +93,8 @@ def run(job: tuple[str, dict, int, str, int | None, str | None]) -> dict:
         weights = {k: v.contiguous() for k, v in model.state_dict().items()}
         save_file(weights, f"{save_dir}/{name}_seed{seed}.safetensors",
                   metadata={"config": json.dumps(asdict(config)), "val_acc": f"{result.history.val_acc[-1]:.4f}"})
-    return {"variant": name, "overrides": overrides, "seed": seed, "epochs": config.epochs, **score(model, device),
-            "seconds": round(seconds), "device": str(device)}
+    return {"variant": name, "overrides": overrides, "model_kwargs": config.model_kwargs, "seed": seed,
+            "epochs": config.epochs, **score(model, device), "seconds": round(seconds), "device": str(device)}
 
 
 def shipped(device: str) -> dict:
@@ -83,9 +102,9 @@ def shipped(device: str) -> dict:
     import vitedu
 
     model = vitedu.create_model("vit_cluttered_digits", pretrained=True)
-    epochs = json.loads(vitedu.models.shipped_metadata("vit_cluttered_digits")["config"])["epochs"]
-    return {"variant": "shipped", "overrides": {}, "seed": 0, "epochs": epochs, **score(model, device),
-            "seconds": 0, "device": str(device)}
+    config = json.loads(vitedu.models.shipped_metadata("vit_cluttered_digits")["config"])
+    return {"variant": "shipped", "overrides": {}, "model_kwargs": config["model_kwargs"], "seed": 0,
+            "epochs": config["epochs"], **score(model, device), "seconds": 0, "device": str(device)}
 
 
 def main() -> None:
