@@ -53,6 +53,12 @@ def test_noise_has_the_promised_scale():
     noise = a - 0.5 * torch.eye(400, dtype=torch.float64)
     assert noise.mean().item() == pytest.approx(0.0, abs=0.01)
     assert noise.std().item() == pytest.approx(0.7 / 400**0.5, rel=0.02)
+    assert torch.linalg.matrix_rank(noise) == 400  # every entry drawn on its own, not one row repeated
+
+
+def test_without_noise_it_is_exactly_beta_times_the_identity_in_float64():
+    exact = identity_plus_noise(5, 0.0, 0.7)
+    assert exact.dtype == torch.float64 and torch.equal(exact, 0.7 * torch.eye(5, dtype=torch.float64))
 
 
 def test_vit_option_reaches_every_block_and_keeps_timm_layout():
