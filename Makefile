@@ -74,7 +74,8 @@ clean:
 
 # The trained weights shipped in the package (vitedu.create_model("vit_cluttered_digits", pretrained=True)):
 # retrain them with the preset's recipe on one CPU thread, as the shipped file was made (about 15 minutes with a
-# core to itself; see README, "Cluttered digits"). Another CPU may round differently and train slightly different weights.
+# core to itself; see README, "Cluttered digits"). Another CPU or thread count may round differently and train
+# slightly different weights.
 .PHONY: weights
 weights: venv
 	$(BIN)/python -m vitedu.train --dataset cluttered_digits --threads 1 \
