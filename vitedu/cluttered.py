@@ -85,6 +85,7 @@ def make_cluttered(
     num_fragments: int = NUM_FRAGMENTS,
     fragment_size: int = FRAGMENT_SIZE,
     position_step: int = POSITION_STEP,
+    position_offset: tuple[int, int] = (0, 0),
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Draw ``num_images`` cluttered canvases from a pool of digits (all canvases at once, no Python loop).
 
@@ -94,6 +95,10 @@ def make_cluttered(
     For each canvas: pick a digit and a position for its 8x8 cell; pick ``num_fragments`` other digits
     of the pool, cut a random ``fragment_size`` square out of each, and drop it anywhere that does not
     overlap the cell. Overlapping pieces of clutter combine by maximum, like ink on paper.
+
+    The cell's top-left corner is at ``position_offset + position_step * k`` on each axis (k = 0, 1, ...
+    while the cell fits): ``position_step=4`` with offset (0, 0) puts the digit on a 4-pixel patch grid,
+    offset (1, 2) shifts every such position by one row and two columns (the shift experiment of chapter 8).
     """
     if digits.dim() != 4 or digits.shape[1] != 1 or len(digits) != len(labels):
         raise ValueError(f"expected digits (M, 1, h, w) and labels (M,), got {tuple(digits.shape)} and "
@@ -106,14 +111,18 @@ def make_cluttered(
         raise ValueError(f"need 1 <= fragment_size <= {cell}, num_fragments >= 0, num_images >= 0 and position_step "
                          f">= 1; got fragment_size={fragment_size}, num_fragments={num_fragments}, "
                          f"num_images={num_images}, position_step={position_step}")
+    off_r, off_c = position_offset
+    if not (0 <= off_r <= canvas_size - cell and 0 <= off_c <= canvas_size - cell):
+        raise ValueError(f"position_offset must leave room for the {cell}x{cell} cell on the {canvas_size}x"
+                         f"{canvas_size} canvas (each entry in 0..{canvas_size - cell}); got {position_offset}")
     if len(digits) < 2:
         raise ValueError("need at least two digits: clutter is cut from digits other than the one on the canvas")
     n, k, s, m = num_images, num_fragments, canvas_size, len(digits)
     g = generator
     which = torch.randint(0, m, (n,), generator=g)  # (N,) the digit of each canvas
-    slots = (s - cell) // position_step + 1  # possible cell positions per axis
-    top = torch.randint(0, slots, (n,), generator=g) * position_step  # (N,) where its cell goes
-    left = torch.randint(0, slots, (n,), generator=g) * position_step
+    rows, cols = (s - cell - off_r) // position_step + 1, (s - cell - off_c) // position_step + 1  # cell positions
+    top = off_r + torch.randint(0, rows, (n,), generator=g) * position_step  # (N,) where its cell goes
+    left = off_c + torch.randint(0, cols, (n,), generator=g) * position_step
 
     # Clutter: other digits (a random nonzero shift mod M never picks the canvas's own digit), a random
     # square of each, and a position that keeps clear of the cell. Positions are drawn from the free ones
@@ -157,6 +166,7 @@ def load_cluttered_digits(
     num_fragments: int = NUM_FRAGMENTS,
     fragment_size: int = FRAGMENT_SIZE,
     position_step: int = POSITION_STEP,
+    position_offset: tuple[int, int] = (0, 0),
 ) -> tuple[Tensor, Tensor, Tensor]:
     """A fixed set of cluttered canvases for one split, made only from that split's digits.
 
@@ -173,7 +183,8 @@ def load_cluttered_digits(
     generator = torch.Generator().manual_seed(seed * 7_919 + _SPLIT_SEED[split])
     n = CLUTTERED_SIZES[split] if num_images is None else num_images
     return make_cluttered(digits.float() / DIGITS_MAX, labels, n, generator, canvas_size=canvas_size,
-                          num_fragments=num_fragments, fragment_size=fragment_size, position_step=position_step)
+                          num_fragments=num_fragments, fragment_size=fragment_size, position_step=position_step,
+                          position_offset=position_offset)
 
 
 class ClutteredLoader:

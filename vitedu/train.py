@@ -59,6 +59,7 @@ class TrainConfig:
     distill_temperature: float = 0.0  # 0: hard distillation (teacher's argmax); > 0: soft (Hinton), this T
     # A ViT learns labels and teacher through its one head (the Hinton-style baseline); a DeiT model
     # (create_model("deit_...")) learns the teacher through its distillation token (distillation_token_loss).
+    position_step: int = C.POSITION_STEP  # cluttered_digits: the digit's cell at multiples of this (1: anywhere)
     train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
     train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
     seed: int = 0
@@ -280,10 +281,11 @@ def cluttered_loaders(config: TrainConfig, device: torch.device) -> dict[str, An
     if config.train_on_val:
         train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
     common = dict(mean=C.CLUTTERED_MEAN, std=C.CLUTTERED_STD, device=device)
-    fixed = {name: C.load_cluttered_digits(name)[:2] for name in ("val", "test")}
+    step = config.position_step
+    fixed = {name: C.load_cluttered_digits(name, position_step=step)[:2] for name in ("val", "test")}
     return {
         "train": C.ClutteredLoader(*train, C.CLUTTERED_SIZES["train"], config.batch_size, seed=config.seed,
-                                   augment=D.AUGMENTATIONS[config.augment], **common),
+                                   augment=D.AUGMENTATIONS[config.augment], position_step=step, **common),
         **{name: D.TensorLoader(*fixed[name], 500, max_value=1.0, **common) for name in fixed},
     }
 
