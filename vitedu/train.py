@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
-from tqdm.auto import tqdm
+from tqdm import tqdm  # console bars: tqdm.auto warns on import in a notebook without ipywidgets
 
 from . import cluttered as C
 from . import data as D
