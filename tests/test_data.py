@@ -4,6 +4,7 @@ on a small archive built here in the official format)."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import os
 import pickle
@@ -14,7 +15,10 @@ import numpy as np
 import pytest
 import torch
 
+from vitedu import cifar
 from vitedu import data as D
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------------------------------------- digits
@@ -193,7 +197,7 @@ def test_cifar_unpickler_refuses_code(tmp_path):
     path = tmp_path / "data_batch_1"
     path.write_bytes(pickle.dumps({"data": Evil(), "labels": []}))
     with pytest.raises(D.DatasetError, match="refusing to load"):
-        D._read_cifar_batch(path)
+        cifar._read_cifar_batch(path)
 
 
 # ------------------------------------------------------------------------ behaviours (issue 16, mutants)
@@ -413,7 +417,7 @@ def test_cifar_batch_with_the_wrong_layout_is_a_clear_error(tmp_path, batch):
     path = tmp_path / "data_batch_1"
     path.write_bytes(pickle.dumps(batch, protocol=2))
     with pytest.raises(D.DatasetError, match="CIFAR-10 layout"):
-        D._read_cifar_batch(path)
+        cifar._read_cifar_batch(path)
 
 
 @pytest.mark.parametrize("magnitude", [None, 0.4])
@@ -512,8 +516,11 @@ def test_tensor_loader_rejects_what_it_cannot_share():
 
 def test_make_digits_asset_rebuilds_the_shipped_file(tmp_path):
     pytest.importorskip("sklearn.datasets")
+    spec = importlib.util.spec_from_file_location("make_digits_asset", ROOT / "tools" / "make_digits_asset.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
     path = tmp_path / "digits.npz"
-    D.make_digits_asset(path)
+    tool.make_digits_asset(path)
     images, labels = D.digits_arrays()
     with np.load(path) as rebuilt:
         assert rebuilt["images"].dtype == np.uint8 and rebuilt["labels"].dtype == np.uint8

@@ -33,7 +33,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .data import DIGITS_MAX, Augment, load_digits
+from .augment import Augment
+from .digits import DIGITS_MAX, load_digits
 
 CANVAS_SIZE = 32  # 32x32 = 1,024 pixels; the 8x8 digit cell covers 6.25 % of it
 FRAGMENT_SIZE = 4  # each piece of clutter is a 4x4 crop of another digit
