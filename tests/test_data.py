@@ -4,7 +4,6 @@ on a small archive built here in the official format)."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import io
 import os
 import pickle
@@ -14,11 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tools_loader import load_tool
 
 from vitedu import cifar
 from vitedu import data as D
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------------------------------------- digits
@@ -516,11 +514,8 @@ def test_tensor_loader_rejects_what_it_cannot_share():
 
 def test_make_digits_asset_rebuilds_the_shipped_file(tmp_path):
     pytest.importorskip("sklearn.datasets")
-    spec = importlib.util.spec_from_file_location("make_digits_asset", ROOT / "tools" / "make_digits_asset.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
     path = tmp_path / "digits.npz"
-    tool.make_digits_asset(path)
+    load_tool("make_digits_asset").make_digits_asset(path)
     images, labels = D.digits_arrays()
     with np.load(path) as rebuilt:
         assert rebuilt["images"].dtype == np.uint8 and rebuilt["labels"].dtype == np.uint8

@@ -75,7 +75,7 @@ def scaled_dot_product_attention(
     return dropped @ v, weights  # (..., queries, d_v)
 
 
-def _check_num_heads(dim: int, num_heads: int) -> None:
+def check_num_heads(dim: int, num_heads: int) -> None:
     """Raise a helpful error unless ``num_heads`` divides ``dim`` (every head gets dim / heads features)."""
     if dim % num_heads:
         divisors = [h for h in range(1, dim + 1) if dim % h == 0]
@@ -105,7 +105,7 @@ class MultiHeadSelfAttention(nn.Module):
         fused_attn: bool = True,
     ) -> None:
         super().__init__()
-        _check_num_heads(dim, num_heads)
+        check_num_heads(dim, num_heads)
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.scale = self.head_dim**-0.5  # 1/sqrt(d_k), with d_k the *head* size, not dim

@@ -34,6 +34,22 @@ def read_json(path: Path) -> dict[str, Any]:
     return config
 
 
+def require_types(config: dict[str, Any], types: dict[str, Any], source: Any) -> None:
+    """A ValueError naming every field of a config that has the wrong type (absent fields are not checked)."""
+    def ok(value: Any, expected: Any) -> bool:
+        if isinstance(value, bool) and expected in (int, float):  # True is an int to Python, not to a config
+            return False
+        return isinstance(value, (int, float) if expected is float else expected)
+
+    def names(expected: Any) -> str:  # int -> "int", (list, dict) -> "list or dict"
+        return " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+
+    wrong = [f"{k}={config[k]!r} (expected {names(t)})"
+             for k, t in types.items() if config.get(k) is not None and not ok(config[k], t)]
+    if wrong:
+        raise ValueError(f"{source} has fields of the wrong type: {', '.join(wrong)}")
+
+
 def read_state_dict(path: Path, checkpoint_key: str | None = None) -> tuple[dict[str, Tensor], dict[str, Any]]:
     """Read the tensors of a ``.safetensors``, ``.pth``, ``.pt`` or ``.bin`` file.
 
