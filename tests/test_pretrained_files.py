@@ -231,7 +231,8 @@ def test_resampling_differs_from_transformers_by_the_documented_amount():
 
 def test_readme_table_is_generated_from_the_tested_families():
     readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert load_tool("checkpoint_table").support_table() in readme, "regenerate it with: python tools/checkpoint_table.py"
+    table = load_tool("checkpoint_table").support_table()
+    assert table in readme, "regenerate it with: python tools/checkpoint_table.py"
 
 
 # ---- never a raw KeyError/TypeError/IndexError ----

@@ -1,5 +1,5 @@
-"""timm checkpoints, checked against timm itself: each family of ``tools/checkpoint_table.py``'s ``FAMILIES`` is built with
-timm (small width and depth), saved in timm's hub format (config.json + model.safetensors, by timm's own
+"""timm checkpoints, checked against timm itself: each family of ``FAMILIES`` (tools/checkpoint_table.py) is
+built with timm (small width and depth), saved in timm's hub format (config.json + model.safetensors, by timm's own
 ``save_for_hf``) and as a bare state_dict, and must load with identical logits or be refused with its reason."""
 
 import json
