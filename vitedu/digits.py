@@ -59,6 +59,18 @@ def stratified_split(
     return {name: np.sort(np.concatenate(parts[name])) for name in names}
 
 
+def stratified_subset(split: Split, fraction: float, seed: int = 0) -> Split:
+    """The stratified share ``fraction`` of (images, labels), drawn with ``seed`` (every class keeps its share).
+
+    For measuring how data-hungry a model is: ``fraction=1`` returns the split itself."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"train_fraction must be in (0, 1], got {fraction}")
+    if fraction == 1:
+        return split
+    keep = stratified_split(split[1].numpy(), {"keep": fraction, "rest": 1 - fraction}, seed)["keep"]
+    return split[0][keep], split[1][keep]
+
+
 def load_digits(seed: int = 0) -> dict[str, Split]:
     """The digits in a fixed stratified train/val/test split (1259 / 179 / 359 with ``seed=0``).
 
