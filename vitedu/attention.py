@@ -85,6 +85,18 @@ def check_num_heads(dim: int, num_heads: int) -> None:
         )
 
 
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """(batch, tokens, heads * head_dim) -> (batch, heads, tokens, head_dim): head i gets features
+    [i * head_dim, (i + 1) * head_dim) of every token (the row layout of timm's ``qkv`` and ``proj``)."""
+    return rearrange(x, "b t (h d) -> b h t d", h=num_heads)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """(batch, heads, tokens, head_dim) -> (batch, tokens, heads * head_dim): the heads concatenated, head 0's
+    features first; the inverse of :func:`split_heads`."""
+    return rearrange(x, "b h t d -> b t (h d)")
+
+
 class MultiHeadSelfAttention(nn.Module):
     """h attention heads of size d_k = dim / h, computed in parallel and mixed by an output projection.
 
@@ -117,13 +129,13 @@ class MultiHeadSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         # x: (batch, tokens, dim)
-        q, k, v = rearrange(self.qkv(x), "b t (qkv h d) -> qkv b h t d", qkv=3, h=self.num_heads)
+        q, k, v = (split_heads(part, self.num_heads) for part in self.qkv(x).chunk(3, dim=-1))  # [q | k | v]
         x, weights = scaled_dot_product_attention(
             q, k, v,  # each (batch, heads, tokens, head_dim)
             dropout_p=self.attn_drop if self.training else 0.0,
             need_weights=need_weights or not self.fused_attn,
             scale=self.scale,
         )
-        x = rearrange(x, "b h t d -> b t (h d)")  # concatenate the heads: (batch, tokens, dim)
+        x = merge_heads(x)  # concatenate the heads: (batch, tokens, dim)
         x = self.proj_drop(self.proj(x))
         return x, weights if need_weights else None

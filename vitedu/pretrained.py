@@ -134,9 +134,13 @@ def registry_cfg(name: str, model: nn.Module, trained: bool) -> dict[str, Any]:
     classes, which overrides may have changed)."""
     entry = get_entry(name)
     labels = entry.label_names if entry.label_names and len(entry.label_names) == model.num_classes else None
-    why = "the registry entry" if entry.mean is not None else "unknown for a timm name: the checkpoint's tag decides"
+    input_size = model_input_size(model)
+    mean, std = entry.mean, entry.std
+    why = "the registry entry" if mean is not None else "unknown for a timm name: the checkpoint's tag decides"
+    if mean is not None and len(mean) != input_size[0]:  # in_chans overridden: the entry's statistics do not fit
+        mean, std, why = None, None, f"unknown: {input_size[0]} input channels, the entry's data has {len(mean)}"
     return make_pretrained_cfg(
-        input_size=model_input_size(model), num_classes=model.num_classes, mean=entry.mean, std=entry.std,
+        input_size=input_size, num_classes=model.num_classes, mean=mean, std=std,
         interpolation=entry.interpolation, crop_pct=entry.crop_pct, label_names=labels,
         source=f"vitedu.registry.MODELS[{name!r}] ({why})", trained=trained,
     )

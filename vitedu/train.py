@@ -48,7 +48,7 @@ from .deit import distillation_loss, distillation_token_loss
 from .loaders import TensorLoader
 from .models import create_model
 from .preprocess import attach_pretrained_cfg, make_pretrained_cfg, model_input_size
-from .registry import model_kwargs as registry_kwargs
+from .registry import MODELS
 from .utils import count_parameters, get_device, seed_everything
 
 
@@ -217,7 +217,8 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> Optional[to
 
 def model_kwargs(config: TrainConfig) -> dict[str, Any]:
     """The model's full keyword arguments: its named configuration with ``config.model_kwargs`` on top."""
-    return registry_kwargs(config.model, config.model_kwargs)
+    named = MODELS[config.model].kwargs if config.model in MODELS else {}  # an unknown name fails in create_model
+    return {**named, **config.model_kwargs}
 
 
 def prepare_config(config: TrainConfig) -> TrainConfig:

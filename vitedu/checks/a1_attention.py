@@ -10,7 +10,9 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from ..attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from ..attention import merge_heads as reference_merge_heads
+from ..attention import split_heads as reference_split_heads
 from .diagnosis import (
     CheckFailed,
     build_student,
@@ -295,7 +297,7 @@ def check_multi_head_split(split_heads: Callable[[Tensor, int], Tensor], device=
              "(head_dim, heads).",
              lambda: _split(x, heads, "b t (d h) -> b h t d")),
         ]
-        diagnose(got, rearrange(x, "b t (h d) -> b h t d", h=heads), variants, what)
+        diagnose(got, reference_split_heads(x, heads), variants, what)
 
     one(2, 5, 3, 4)
     other_sizes("3 heads of width 4", "2 heads of width 5", lambda: one(1, 4, 2, 5))
@@ -325,7 +327,7 @@ def check_multi_head_merge(merge_heads: Callable[[Tensor], Tensor], device=None)
              "...; you interleaved them (the '(d h)' order). Use 'b h t d -> b t (h d)'.",
              lambda: rearrange(x, "b h t d -> b t (d h)")),
         ]
-        diagnose(got, rearrange(x, "b h t d -> b t (h d)"), variants, what)
+        diagnose(got, reference_merge_heads(x), variants, what)
 
     one(2, 3, 5, 4)
     other_sizes("3 heads of width 4", "2 heads of width 5", lambda: one(1, 2, 4, 5))

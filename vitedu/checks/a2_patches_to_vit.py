@@ -10,7 +10,9 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .blocks import Block
+from ..blocks import Block
+from ..patching import PatchEmbedding, patchify
+from ..vit import VisionTransformer
 from .diagnosis import (
     CheckFailed,
     build_student,
@@ -23,8 +25,6 @@ from .diagnosis import (
     run_student,
     tensor_out,
 )
-from .patching import PatchEmbedding, patchify
-from .vit import VisionTransformer
 
 _COLUMN_MAJOR = (
     "the patches are in column-major order (down the first column, then the next). ViT reads them row by "

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
-from .utils import get_device
+from ..utils import get_device
 
 TOLERANCE = 2e-3
 
