@@ -14,6 +14,8 @@ from tools_loader import load_tool
 from vitedu.pretrained import from_pretrained
 from vitedu.timm_configs import TIMM_ARCHITECTURES, split_tag, timm_kwargs
 
+pytestmark = pytest.mark.hub  # builds every checkpoint family with timm: not in `make unit`
+
 timm = import_timm()
 if timm is None:
     pytest.skip("timm is not installed", allow_module_level=True)
