@@ -37,8 +37,8 @@ _LAZY = {
 }
 _SUBMODULES = (
     "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "convit", "data", "deit", "digits",
-    "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders", "mimetic", "models", "preprocess",
-    "pretrained", "registry", "shift", "timm_configs", "train", "utils", "vit",
+    "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders", "mimetic",
+    "models", "preprocess", "pretrained", "registry", "shift", "timm_configs", "train", "utils", "vit",
 )
 
 
