@@ -1,5 +1,5 @@
-"""book/testing.md: the mutation-testing table adds up, row by row and in its total, and covers the configured
-modules. Its numbers are measurements (make mutation); what can be checked without re-running them is that
+"""book/testing.md: the mutation-testing table adds up, row by row and in its total. Its numbers are
+measurements (make mutation); what can be checked without re-running them is that
 they are consistent with each other."""
 
 from __future__ import annotations
@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-import tomllib
 from book_pages import ROOT
 
 PAGE = ROOT / "book" / "testing.md"
@@ -50,8 +49,6 @@ def test_total_is_the_sum_of_the_rows_and_counts_the_configured_modules():
         assert _number(total[column]) == sum(_number(row[column]) for row in modules.values()), total[0]
     _adds_up(total)
     assert f"{len(modules)} modules" in total[0]
-    configured = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]
-    assert set(modules) == {re.match(r"vitedu/(\w+)\.py", path).group(1) for path in configured}
 
 
 def test_a_row_that_does_not_add_up_is_caught():
