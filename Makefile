@@ -31,6 +31,7 @@ help:
 	@echo "make constraints  freeze the environment into constraints.new, to review against constraints.txt"
 	@echo "make weights      retrain the weights shipped in vitedu/assets (about 15 minutes on one CPU thread)"
 	@echo "make mutation     mutation testing of the package (slow, not part of make test): score per module"
+	@echo "make check-newest a fresh env from requirements.txt at the newest versions, then nbval (downloads torch)"
 	@echo "make clean        remove _build and .pytest_cache"
 
 venv: $(VENV)/.installed
