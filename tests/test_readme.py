@@ -178,8 +178,6 @@ def _example() -> str:
     return re.search(r"```python\n(.*?)```", _section("Use the package"), re.S).group(1)
 
 
-@pytest.mark.skipif(not (hasattr(vitedu, "create_transform") and hasattr(vitedu, "load_cluttered_digits")),
-                    reason="vitedu.create_transform / vitedu.load_cluttered_digits arrive with issue 30, item 1")
 def test_python_example_runs_and_gives_the_shipped_models_accuracy():
     from vitedu.models import shipped_metadata
 
