@@ -46,6 +46,14 @@ VARIANTS: dict[str, dict] = {
     "sincos_only": {"model_kwargs": {"weight_init": ""}},
     "random_pos": {"model_kwargs": {"pos_embed": "learn"}},
     "timm_init": {"model_kwargs": {"weight_init": "", "pos_embed": "learn"}},
+    # The honest task (issue 31): the digit at any pixel (position_step=1) for training and every score.
+    "anywhere": {"position_step": 1},
+    "anywhere_e150": {"position_step": 1, "epochs": 150},
+    "anywhere_e150_warp": {"position_step": 1, "epochs": 150, "augment": "digits_warp"},
+    "anywhere_e150_noteacher": {"position_step": 1, "epochs": 150, "teacher_epochs": 0},
+    "anywhere_e150_teacher20": {"position_step": 1, "epochs": 150, "teacher_epochs": 20},
+    "anywhere_e150_teacher20_warp": {"position_step": 1, "epochs": 150, "teacher_epochs": 20,
+                                     "augment": "digits_warp"},
 }
 
 
@@ -58,23 +66,31 @@ def variant_config(overrides: dict, seed: int = 0):
     return replace(preset, **{**overrides, "model_kwargs": model_kwargs}, seed=seed)
 
 
-def score(model: torch.nn.Module, device: str) -> dict:
-    """Val accuracy on the 2,000 fixed val canvases and on 10,000 more; attention distance per block (pixels)."""
+def score(model: torch.nn.Module, device: str, position_step: int) -> dict:
+    """Val accuracy on the 2,000 fixed val canvases and on 10,000 more, both with the digit's cell at multiples of
+    ``position_step``; accuracy per sub-patch offset of the digit (1,000 val canvases each, the worst and the mean);
+    attention distance per block (pixels)."""
     from vitedu import cluttered as C
     from vitedu import interpret as I
+    from vitedu.shift import offset_accuracy
     from vitedu.train import evaluate
 
     model = model.to(device).eval()
     found = {}
-    for name, (images, labels, _) in {"val_acc": C.load_cluttered_digits("val"),
-                                      "val10k_acc": C.load_cluttered_digits("val", num_images=10_000, seed=1)}.items():
+    step = {"position_step": position_step}
+    for name, (images, labels, _) in {"val_acc": C.load_cluttered_digits("val", **step),
+                                      "val10k_acc": C.load_cluttered_digits("val", num_images=10_000, seed=1,
+                                                                            **step)}.items():
         images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
         loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
         found[name] = round(evaluate(model, loader)[1], 4)
     with torch.no_grad():  # on the first 2,000 of the 10,000
         distance = torch.stack([I.mean_attention_distance(model.attention_maps(x), 8, 4).cpu()
                                 for x, _ in loader[:4]]).mean(0)  # (depth, heads)
-    return found | {"distance_per_block": [round(d, 2) for d in distance.mean(-1).tolist()]}
+    shifts = offset_accuracy(model, patch_size=model.patch_embed.patch_size[0], split="val", seed=2)
+    return found | {"distance_per_block": [round(d, 2) for d in distance.mean(-1).tolist()],
+                    "val_offset_worst": round(shifts.min().item(), 4),
+                    "val_offset_mean": round(shifts.mean().item(), 4)}
 
 
 def run(job: tuple[str, dict, int, str, int | None, str | None]) -> dict:
@@ -85,7 +101,14 @@ def run(job: tuple[str, dict, int, str, int | None, str | None]) -> dict:
     if epochs is not None:
         config = replace(config, epochs=epochs)
     start = time.perf_counter()
-    result = fit(config, device=device, progress=False, log=lambda line: None, precision="fp32")
+    log = lambda line: None  # noqa: E731
+    if save_dir is not None:  # one line per epoch, to follow a long run
+        Path(save_dir).mkdir(parents=True, exist_ok=True)
+        log_file = open(f"{save_dir}/{name}_seed{seed}.log", "a")
+        log = lambda line: print(line, file=log_file, flush=True)  # noqa: E731
+    # With --save-dir every epoch is checkpointed there, and a run that was stopped resumes where it was.
+    out = None if save_dir is None else Path(save_dir) / f"{name}_seed{seed}"
+    result = fit(config, out=out, resume=out is not None, device=device, progress=False, log=log, precision="fp32")
     seconds = time.perf_counter() - start
     model = result.model.eval()
     if save_dir is not None:  # the weights alone (no test accuracy), e.g. to ship the chosen recipe's run
@@ -94,7 +117,8 @@ def run(job: tuple[str, dict, int, str, int | None, str | None]) -> dict:
         save_file(weights, f"{save_dir}/{name}_seed{seed}.safetensors",
                   metadata={"config": json.dumps(asdict(config)), "val_acc": f"{result.history.val_acc[-1]:.4f}"})
     return {"variant": name, "overrides": overrides, "model_kwargs": config.model_kwargs, "seed": seed,
-            "epochs": config.epochs, **score(model, device), "seconds": round(seconds), "device": str(device)}
+            "epochs": config.epochs, "position_step": config.position_step,
+            **score(model, device, config.position_step), "seconds": round(seconds), "device": str(device)}
 
 
 def shipped(device: str) -> dict:
@@ -104,7 +128,8 @@ def shipped(device: str) -> dict:
     model = vitedu.create_model("vit_cluttered_digits", pretrained=True)
     config = json.loads(vitedu.models.shipped_metadata("vit_cluttered_digits")["config"])
     return {"variant": "shipped", "overrides": {}, "model_kwargs": config["model_kwargs"], "seed": 0,
-            "epochs": config["epochs"], **score(model, device), "seconds": 0, "device": str(device)}
+            "epochs": config["epochs"], "position_step": config.get("position_step", 4),
+            **score(model, device, config.get("position_step", 4)), "seconds": 0, "device": str(device)}
 
 
 def main() -> None:

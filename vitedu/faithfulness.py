@@ -1,0 +1,102 @@
+"""Is an explanation faithful? Deletion and insertion curves (Petsiuk et al., 2018).
+
+An attention map *looks* like an explanation; whether the model *uses* the patches it highlights is a
+separate, testable question. Rank the patches by an explanation (most important first), then
+
+- **deletion**: blank the patches one by one in that order and watch the probability of the true class;
+  a faithful ranking makes it fall fast (a small area under the curve);
+- **insertion**: start from a blank canvas and put the patches back in that order; a faithful ranking
+  makes the probability rise fast (a large area under the curve).
+
+A random order is the baseline every explanation must beat. The explanations compared in chapter 8:
+
+    scores = {"rollout": cls_attention(attention_rollout(maps)), "last [CLS]": cls_attention(maps[-1].mean(1)),
+              "grad x input": gradient_times_input(model, x, y, 4, fill), "random": torch.rand(B, 64)}
+    deleted, inserted = deletion_insertion_curves(model, x, y, scores["rollout"], 4, fill)
+    print(curve_area(deleted).mean(), curve_area(inserted).mean())
+
+"Blank" is a value the model sees where there is no ink (``fill``): for canvases normalised with
+``mean``/``std`` it is ``(0 - mean) / std``, the background, not 0.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def patch_mask(order: Tensor, num_kept: int, grid_size: tuple[int, int], patch_size: int) -> Tensor:
+    """Pixel mask of the first ``num_kept`` patches of ``order``.
+
+    order (batch, num_patches) patch indices, row by row -> (batch, 1, grid_h * P, grid_w * P) float, 1 on
+    the pixels of the chosen patches and 0 elsewhere.
+    """
+    grid_h, grid_w = grid_size
+    chosen = torch.zeros(order.shape, device=order.device)
+    chosen.scatter_(1, order[:, :num_kept], 1.0)  # (batch, num_patches)
+    grid = chosen.reshape(-1, 1, grid_h, grid_w)
+    return grid.repeat_interleave(patch_size, dim=-2).repeat_interleave(patch_size, dim=-1)
+
+
+@torch.no_grad()
+def deletion_insertion_curves(
+    model: nn.Module, images: Tensor, labels: Tensor, scores: Tensor, patch_size: int, fill: float,
+    step: int = 1,
+) -> tuple[Tensor, Tensor]:
+    """Probability of the true class as patches are deleted, and as they are inserted, in the order of ``scores``.
+
+    images (batch, C, H, W) as the model takes them, labels (batch,), scores (batch, num_patches) with the
+    highest score first -> (deletion, insertion), each (batch, K + 1) with K = ceil(num_patches / step):
+    column k is after k * step patches were blanked (deletion) or restored on a blank canvas (insertion),
+    so deletion[:, 0] is the intact image and insertion[:, -1] too. Ties in ``scores`` are broken by patch
+    index (a stable sort), so the curves are reproducible.
+    """
+    batch, _, height, width = images.shape
+    grid = (height // patch_size, width // patch_size)
+    num_patches = grid[0] * grid[1]
+    if scores.shape != (batch, num_patches):
+        raise ValueError(f"expected one score per patch, (batch={batch}, {num_patches}) for a {grid[0]}x{grid[1]} "
+                         f"grid of {patch_size}-pixel patches, got {tuple(scores.shape)}")
+    if step < 1:
+        raise ValueError(f"step is the number of patches moved per point of the curve, at least 1; got {step}")
+    model.eval()
+    order = scores.argsort(dim=1, descending=True, stable=True)  # (batch, num_patches)
+    blank = torch.full_like(images, fill)
+    deletion, insertion = [], []
+    for k in [*range(0, num_patches, step), num_patches]:
+        kept = patch_mask(order, k, grid, patch_size).to(images.dtype)  # (batch, 1, H, W): the top-k patches
+        deleted, inserted = images * (1 - kept) + blank * kept, images * kept + blank * (1 - kept)
+        for curve, x in ((deletion, deleted), (insertion, inserted)):
+            probs = F.softmax(model(x).float(), dim=-1)  # (batch, classes)
+            curve.append(probs.gather(1, labels[:, None])[:, 0])
+    return torch.stack(deletion, dim=1), torch.stack(insertion, dim=1)
+
+
+def curve_area(curve: Tensor) -> Tensor:
+    """Area under a deletion or insertion curve, with the x axis scaled to [0, 1] (trapezoid rule).
+
+    (batch, K + 1) -> (batch,). A curve that stays at 1 has area 1; one that drops to 0 at once has area ~0.
+    """
+    return torch.trapezoid(curve, dx=1.0 / (curve.shape[1] - 1), dim=1)
+
+
+def gradient_times_input(
+    model: nn.Module, images: Tensor, labels: Tensor, patch_size: int, fill: float,
+) -> Tensor:
+    """Gradient x input per patch: the first-order estimate of what blanking each patch costs the true class.
+
+    images (batch, C, H, W), labels (batch,) -> (batch, num_patches). For each pixel,
+    d logit_y / d x * (x - fill): the change of the true class's logit, to first order, if that pixel went
+    to the blank value; summed over a patch's pixels. Positive: the patch supports the true class.
+    """
+    model.eval()
+    x = images.detach().clone().requires_grad_(True)
+    logits = model(x)  # (batch, classes)
+    (grad,) = torch.autograd.grad(logits.gather(1, labels[:, None]).sum(), x)
+    contribution = (grad * (images - fill)).sum(dim=1, keepdim=True)  # (batch, 1, H, W)
+    per_patch = F.avg_pool2d(contribution, patch_size) * patch_size**2  # (batch, 1, grid_h, grid_w): sums
+    return per_patch.flatten(1).detach()
+
+
+__all__ = ["curve_area", "deletion_insertion_curves", "gradient_times_input", "patch_mask"]
