@@ -219,6 +219,8 @@ def test_page_in_headless_chromium(browser, page: Page) -> None:
 
 # ------------------------------------------------------------------------------- nothing scrolls sideways
 
+# Code blocks that wrap (white-space: pre-wrap, as book/_static/vitedu.css does for docstring
+# examples in the API reference) cannot scroll, so they are counted as fitting.
 JS_OVERFLOW = r"""() => {
   const wide = (e) => e.scrollWidth > e.clientWidth + 2;
   const all = Array.from(document.querySelectorAll("main div.highlight pre, main .cell_output pre, main .output pre"));

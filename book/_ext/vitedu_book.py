@@ -116,6 +116,9 @@ class VitEduModule(SphinxDirective):
         lines = ["```{eval-rst}", *lines, "```"]
         container = nodes.container()
         nested_parse_with_titles(self.state, StringList(lines, source=f"<vitedu-module {modname}>"), container)
+        # Examples in docstrings may use the package's 120 columns: book/_static/vitedu.css wraps them.
+        for block in container.findall(nodes.literal_block):
+            block["classes"].append("vitedu-docstring")
         return container.children
 
 
