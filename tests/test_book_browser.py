@@ -201,7 +201,7 @@ def test_page_in_headless_chromium(browser, page: Page) -> None:
         for url in targets:
             path = url.removeprefix(colab_url(""))
             assert path != url and (ROOT / path).is_file(), f"{page.docname}: badge opens {url}: no such notebook"
-        colab_links = tab.locator("main a[href^='https://colab.research.google.com/github/']:has(img)")
+        colab_links = tab.locator("article a[href^='https://colab.research.google.com/github/']:has(img)")
         assert colab_links.count() == badges.count(), f"{page.docname}: a Colab link whose image is not the badge"
 
         if tab.locator("script[src*='mathjax']").count():  # maths is on the page for MathJax to typeset
