@@ -16,16 +16,22 @@ PYTEST_ARGS ?=
 NBVAL       := --nbval
 JB_STRICT   := -W -n --keep-going
 
-.PHONY: venv book test unit notebooks lint assignments bench constraints clean
+.PHONY: help venv book test unit notebooks lint assignments bench constraints clean
 .DEFAULT_GOAL := help
 
 help:
-	@echo "make book    build the book into _build/html (strict: any warning fails)"
-	@echo "make test    ruff + pytest: unit tests, notebooks (nbval), rendered-book tests"
-	@echo "make unit    only the fast unit tests"
+	@echo "make book         build the book into _build/html (strict: any warning fails)"
+	@echo "make test         ruff + the book + pytest: every test, the notebooks (nbval), the rendered-book tests"
+	@echo "make unit         the fast unit tests only (under a minute): no slow, book, nbgrader or hub tests"
+	@echo "make notebooks    re-execute the chapters and assignment sources and compare their outputs (nbval)"
+	@echo "make lint         ruff check ."
+	@echo "make venv         create or update the virtual environment .venv (every other target does this first)"
 	@echo "make assignments  regenerate the student notebooks from notebooks/assignments/source"
-	@echo "make bench   vitedu vs timm vs transformers, attention time and memory, bf16 / torch.compile on the digits"
-	@echo "make mutation  mutation testing of the package (slow, not part of make test): score per module, survivors"
+	@echo "make bench        vitedu vs timm vs transformers, attention time and memory, bf16 / torch.compile"
+	@echo "make constraints  freeze the environment into constraints.new, to review against constraints.txt"
+	@echo "make weights      retrain the weights shipped in vitedu/assets (about 15 minutes on one CPU thread)"
+	@echo "make mutation     mutation testing of the package (slow, not part of make test): score per module"
+	@echo "make clean        remove _build and .pytest_cache"
 
 venv: $(VENV)/.installed
 
@@ -46,8 +52,11 @@ book: venv
 lint: venv
 	$(BIN)/ruff check .
 
+# The unit tier: what a change to the package should pass within a minute. The slow tier (trainings, nbgrader's
+# course cycle, timm's checkpoint families, the built book) runs in `make test`.
+UNIT_MARKERS := not slow and not book and not nbgrader and not hub and not network
 unit: venv
-	$(BIN)/python -m pytest tests -m "not book" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests -m "$(UNIT_MARKERS)" $(PYTEST_ARGS)
 
 notebooks: venv
 	$(BIN)/python -m pytest notebooks $(NBVAL) $(PYTEST_ARGS)

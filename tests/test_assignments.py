@@ -17,6 +17,8 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.nbgrader  # runs the assignment notebooks and nbgrader: not in `make unit`
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "notebooks" / "assignments" / "source"
 RELEASE = ROOT / "notebooks" / "assignments" / "release"

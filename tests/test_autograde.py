@@ -24,6 +24,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+pytestmark = pytest.mark.nbgrader  # runs nbgrader's whole course cycle: not in `make unit`
+
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "notebooks" / "assignments" / "source"
 

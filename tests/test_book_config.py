@@ -207,7 +207,8 @@ def test_plain_docstrings_render_as_written() -> None:
         "   y = x",
     ]
     names = [name for name, _ in public_members("vitedu.attention")]
-    assert names == ["scaled_dot_product_attention", "MultiHeadSelfAttention"]
+    assert names == ["scaled_dot_product_attention", "check_num_heads", "split_heads", "merge_heads",
+                     "MultiHeadSelfAttention"]
 
 
 # `pytest --nbval` from the repository root, with no other flag, is the project's notebook check: it must

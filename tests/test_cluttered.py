@@ -143,10 +143,10 @@ def test_cluttered_preset_accepts_only_its_own_augmentations():
 
     config = T.PRESETS["cluttered_digits"]
     for name, augment in [("digits", D.digits_augment), ("digits_warp", D.digits_warp), ("none", None)]:
-        loaders = T.cluttered_loaders(replace(config, augment=name), torch.device("cpu"))
+        loaders = C.cluttered_loaders(replace(config, augment=name), torch.device("cpu"))
         assert loaders["train"].augment is augment
     with pytest.raises(ValueError, match="augment 'none', 'digits' or 'digits_warp'"):
-        T.cluttered_loaders(replace(config, augment="cifar"), torch.device("cpu"))
+        C.cluttered_loaders(replace(config, augment="cifar"), torch.device("cpu"))
 
 
 def test_cluttered_train_fraction_keeps_a_stratified_share_of_the_training_digits():
@@ -155,14 +155,14 @@ def test_cluttered_train_fraction_keeps_a_stratified_share_of_the_training_digit
     from vitedu import train as T
 
     config = replace(T.PRESETS["cluttered_digits"], train_fraction=0.1)
-    pool = T.cluttered_loaders(config, torch.device("cpu"))["train"]
+    pool = C.cluttered_loaders(config, torch.device("cpu"))["train"]
     full = D.load_digits()["train"]
     assert len(pool.labels) == pytest.approx(0.1 * len(full[1]), abs=10)
     assert torch.bincount(pool.labels, minlength=10).min() >= 11  # every class, about a tenth of each
     every = {tuple(d.flatten().tolist()) for d in full[0]}
     assert all(tuple((d * D.DIGITS_MAX).round().long().flatten().tolist()) in every for d in pool.digits)
     with pytest.raises(ValueError, match="train_fraction must be in"):
-        T.cluttered_loaders(replace(config, train_fraction=0.0), torch.device("cpu"))
+        C.cluttered_loaders(replace(config, train_fraction=0.0), torch.device("cpu"))
 
 
 # ------------------------------------------------------------------ behaviours found by mutation testing

@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tools_loader import load_tool
 
+from vitedu import cifar
 from vitedu import data as D
 
 
@@ -193,7 +195,7 @@ def test_cifar_unpickler_refuses_code(tmp_path):
     path = tmp_path / "data_batch_1"
     path.write_bytes(pickle.dumps({"data": Evil(), "labels": []}))
     with pytest.raises(D.DatasetError, match="refusing to load"):
-        D._read_cifar_batch(path)
+        cifar._read_cifar_batch(path)
 
 
 # ------------------------------------------------------------------------ behaviours (issue 16, mutants)
@@ -413,7 +415,7 @@ def test_cifar_batch_with_the_wrong_layout_is_a_clear_error(tmp_path, batch):
     path = tmp_path / "data_batch_1"
     path.write_bytes(pickle.dumps(batch, protocol=2))
     with pytest.raises(D.DatasetError, match="CIFAR-10 layout"):
-        D._read_cifar_batch(path)
+        cifar._read_cifar_batch(path)
 
 
 @pytest.mark.parametrize("magnitude", [None, 0.4])
@@ -513,7 +515,7 @@ def test_tensor_loader_rejects_what_it_cannot_share():
 def test_make_digits_asset_rebuilds_the_shipped_file(tmp_path):
     pytest.importorskip("sklearn.datasets")
     path = tmp_path / "digits.npz"
-    D.make_digits_asset(path)
+    load_tool("make_digits_asset").make_digits_asset(path)
     images, labels = D.digits_arrays()
     with np.load(path) as rebuilt:
         assert rebuilt["images"].dtype == np.uint8 and rebuilt["labels"].dtype == np.uint8

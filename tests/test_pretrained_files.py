@@ -9,11 +9,11 @@ import warnings
 import pytest
 import torch
 from safetensors.torch import save_file
+from tools_loader import load_tool
 
 import vitedu
 from vitedu import pretrained
 from vitedu.pretrained import exact_mlp_ratio, from_pretrained
-from vitedu.timm_configs import support_table
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test dependency")
 SMALL = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5)
@@ -231,7 +231,8 @@ def test_resampling_differs_from_transformers_by_the_documented_amount():
 
 def test_readme_table_is_generated_from_the_tested_families():
     readme = (pathlib.Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert support_table() in readme, "regenerate it with: python tools/checkpoint_table.py"
+    table = load_tool("checkpoint_table").support_table()
+    assert table in readme, "regenerate it with: python tools/checkpoint_table.py"
 
 
 # ---- never a raw KeyError/TypeError/IndexError ----

@@ -1,5 +1,5 @@
-"""timm checkpoints, checked against timm itself: each family of ``vitedu.timm_configs.FAMILIES`` is built with
-timm (small width and depth), saved in timm's hub format (config.json + model.safetensors, by timm's own
+"""timm checkpoints, checked against timm itself: each family of ``FAMILIES`` (tools/checkpoint_table.py) is
+built with timm (small width and depth), saved in timm's hub format (config.json + model.safetensors, by timm's own
 ``save_for_hf``) and as a bare state_dict, and must load with identical logits or be refused with its reason."""
 
 import json
@@ -9,14 +9,19 @@ import pytest
 import torch
 from safetensors.torch import save_file
 from timm_reference import import_timm
+from tools_loader import load_tool
 
 from vitedu.pretrained import from_pretrained
-from vitedu.timm_configs import FAMILIES, TIMM_ARCHITECTURES, split_tag, timm_kwargs
+from vitedu.timm_configs import TIMM_ARCHITECTURES, split_tag, timm_kwargs
+
+pytestmark = pytest.mark.hub  # builds every checkpoint family with timm: not in `make unit`
 
 timm = import_timm()
 if timm is None:
     pytest.skip("timm is not installed", allow_module_level=True)
 from timm.models._hub import save_for_hf  # noqa: E402
+
+FAMILIES = load_tool("checkpoint_table").FAMILIES  # one timm architecture per family, with vitedu's outcome
 
 SMALL = dict(img_size=32, patch_size=8, depth=2, embed_dim=48, num_heads=3, num_classes=5)
 # ConViT's local heads tile a square kernel (4 heads: 2x2), timm's ConViT takes the width per head (12 x 4 = 48),

@@ -497,7 +497,7 @@ def test_loaders_hold_this_process_share_of_every_batch(monkeypatch):
     alone = T.make_loaders(config, torch.device("cpu"))
     shares = {}
     for rank in (0, 1):
-        monkeypatch.setattr(T.DDP, "current", lambda rank=rank: DDP.Process(rank=rank, world_size=2))
+        monkeypatch.setattr(T.distributed, "current", lambda rank=rank: DDP.Process(rank=rank, world_size=2))
         shares[rank] = T.make_loaders(config, torch.device("cpu"))
     for split in ("train", "val", "test"):
         whole = [len(labels) for _, labels in alone[split]]
@@ -513,13 +513,13 @@ def test_train_subset_is_drawn_with_the_run_seed_and_fraction_in_range():
     from vitedu import data as D
 
     train = D.load_digits()["train"]
-    subset = {seed: T.train_subset(train, replace(TINY, train_fraction=0.5, seed=seed))[1] for seed in (0, 1)}
-    again = T.train_subset(train, replace(TINY, train_fraction=0.5, seed=0))[1]
+    subset = {seed: D.stratified_subset(train, 0.5, seed)[1] for seed in (0, 1)}
+    again = D.stratified_subset(train, 0.5, 0)[1]
     assert torch.equal(subset[0], again) and not torch.equal(subset[0], subset[1])
-    assert T.train_subset(train, replace(TINY, train_fraction=1.0))[0] is train[0]  # everything, not a copy
+    assert D.stratified_subset(train, 1.0, 0)[0] is train[0]  # everything, not a copy
     for bad in (1.5, -0.1):
         with pytest.raises(ValueError, match="train_fraction"):
-            T.train_subset(train, replace(TINY, train_fraction=bad))
+            D.stratified_subset(train, bad, 0)
 
 
 def test_cli_defaults_to_the_digits_and_names_its_command():
@@ -586,7 +586,7 @@ def test_cifar10_loaders_scale_bytes_and_normalise_with_the_cifar_statistics(mon
                            torch.arange(n) % 10)
         return {"train": split(40), "val": split(20), "test": split(20)}
 
-    monkeypatch.setattr(T.D, "load_cifar10", fake_cifar10)
+    monkeypatch.setattr(D, "load_cifar10", fake_cifar10)
     config = replace(T.PRESETS["cifar10"], data_root=str(tmp_path), augment="none")
     loaders = T.make_loaders(config, torch.device("cpu"))
     assert roots == [str(tmp_path)]
@@ -747,7 +747,7 @@ def test_fit_tells_ddp_which_models_leave_parameters_unused(monkeypatch):
         wrapped.append((type(model).__name__, device, find_unused_parameters))
         return model
 
-    monkeypatch.setattr(T.DDP, "wrap", spy)
+    monkeypatch.setattr(T.distributed, "wrap", spy)
     cpu = torch.device("cpu")
     deit = replace(SMALL, model="deit_digits_patch2_8")
     T.fit(SMALL, device="cpu", log=quiet)
@@ -824,11 +824,11 @@ def test_cli_under_torchrun_only_the_first_process_speaks(monkeypatch, capsys, t
         return T.Result(model, T.History(val_acc=[0.5]), 0.75, config, optimizer=None)
 
     monkeypatch.setattr(T, "fit", fake_fit)
-    monkeypatch.setattr(T.DDP, "cleanup", cleaned.append)
+    monkeypatch.setattr(T.distributed, "cleanup", cleaned.append)
     path = tmp_path / "vit.safetensors"
     for rank, device, backend in ((0, "cpu", "Gloo"), (0, "cuda", "NCCL"), (1, "cpu", None)):
         process = DDP.Process(rank=rank, world_size=2)
-        monkeypatch.setattr(T.DDP, "setup", lambda device_name, p=process, d=device: (p, torch.device(d), True))
+        monkeypatch.setattr(T.distributed, "setup", lambda device_name, p=process, d=device: (p, torch.device(d), True))
         capsys.readouterr()
         T.main(["--save-weights", str(path)])
         out = capsys.readouterr().out
@@ -871,10 +871,10 @@ def test_fit_on_a_process_other_than_the_first_logs_and_writes_nothing(monkeypat
     (the collective operations stand in for their lone-process selves)."""
     from vitedu import distributed as DDP
 
-    monkeypatch.setattr(T.DDP, "current", lambda: DDP.Process(rank=1, world_size=2))
-    monkeypatch.setattr(T.DDP, "barrier", lambda: None)
-    monkeypatch.setattr(T.DDP, "all_sum", lambda values, device: values)
-    monkeypatch.setattr(T.DDP, "wrap", lambda model, device, **kwargs: model)
+    monkeypatch.setattr(T.distributed, "current", lambda: DDP.Process(rank=1, world_size=2))
+    monkeypatch.setattr(T.distributed, "barrier", lambda: None)
+    monkeypatch.setattr(T.distributed, "all_sum", lambda values, device: values)
+    monkeypatch.setattr(T.distributed, "wrap", lambda model, device, **kwargs: model)
     lines = []
     capsys.readouterr()
     result = T.fit(replace(SMALL, teacher_epochs=1), out=tmp_path / "run", device="cpu", log=lines.append,

@@ -75,7 +75,7 @@ def scaled_dot_product_attention(
     return dropped @ v, weights  # (..., queries, d_v)
 
 
-def _check_num_heads(dim: int, num_heads: int) -> None:
+def check_num_heads(dim: int, num_heads: int) -> None:
     """Raise a helpful error unless ``num_heads`` divides ``dim`` (every head gets dim / heads features)."""
     if dim % num_heads:
         divisors = [h for h in range(1, dim + 1) if dim % h == 0]
@@ -83,6 +83,18 @@ def _check_num_heads(dim: int, num_heads: int) -> None:
             f"embed_dim={dim} is not divisible by num_heads={num_heads}: every head needs the same "
             f"size d_k = dim / heads. Choose num_heads from {divisors} (or change embed_dim)."
         )
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """(batch, tokens, heads * head_dim) -> (batch, heads, tokens, head_dim): head i gets features
+    [i * head_dim, (i + 1) * head_dim) of every token (the row layout of timm's ``qkv`` and ``proj``)."""
+    return rearrange(x, "b t (h d) -> b h t d", h=num_heads)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """(batch, heads, tokens, head_dim) -> (batch, tokens, heads * head_dim): the heads concatenated, head 0's
+    features first; the inverse of :func:`split_heads`."""
+    return rearrange(x, "b h t d -> b t (h d)")
 
 
 class MultiHeadSelfAttention(nn.Module):
@@ -105,7 +117,7 @@ class MultiHeadSelfAttention(nn.Module):
         fused_attn: bool = True,
     ) -> None:
         super().__init__()
-        _check_num_heads(dim, num_heads)
+        check_num_heads(dim, num_heads)
         self.num_heads = num_heads
         self.head_dim = dim // num_heads
         self.scale = self.head_dim**-0.5  # 1/sqrt(d_k), with d_k the *head* size, not dim
@@ -117,13 +129,13 @@ class MultiHeadSelfAttention(nn.Module):
 
     def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         # x: (batch, tokens, dim)
-        q, k, v = rearrange(self.qkv(x), "b t (qkv h d) -> qkv b h t d", qkv=3, h=self.num_heads)
+        q, k, v = (split_heads(part, self.num_heads) for part in self.qkv(x).chunk(3, dim=-1))  # [q | k | v]
         x, weights = scaled_dot_product_attention(
             q, k, v,  # each (batch, heads, tokens, head_dim)
             dropout_p=self.attn_drop if self.training else 0.0,
             need_weights=need_weights or not self.fused_attn,
             scale=self.scale,
         )
-        x = rearrange(x, "b h t d -> b t (h d)")  # concatenate the heads: (batch, tokens, dim)
+        x = merge_heads(x)  # concatenate the heads: (batch, tokens, dim)
         x = self.proj_drop(self.proj(x))
         return x, weights if need_weights else None

@@ -18,7 +18,7 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .attention import _check_num_heads, scaled_dot_product_attention
+from .attention import check_num_heads, scaled_dot_product_attention
 from .blocks import Block
 from .patching import PatchEmbedding, learned_pos_embed
 from .vit import ClassTokenClassifier, init_linear_layers
@@ -39,7 +39,7 @@ class TalkingHeadAttention(nn.Module):
         self, dim: int, num_heads: int, qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0
     ) -> None:
         super().__init__()
-        _check_num_heads(dim, num_heads)
+        check_num_heads(dim, num_heads)
         self.num_heads = num_heads
         self.scale = (dim // num_heads) ** -0.5
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
@@ -77,7 +77,7 @@ class ClassAttention(nn.Module):
         self, dim: int, num_heads: int, qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0
     ) -> None:
         super().__init__()
-        _check_num_heads(dim, num_heads)
+        check_num_heads(dim, num_heads)
         self.num_heads = num_heads
         self.scale = (dim // num_heads) ** -0.5
         self.attn_drop = attn_drop

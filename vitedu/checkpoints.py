@@ -1,4 +1,8 @@
-"""Reading checkpoint files safely: safetensors, pickled ``.pth``/``.bin``, JSON configs, training wrappers.
+"""Checkpoint files: reading them safely, and writing the training run's checkpoints and shipped weights.
+
+Reading: safetensors, pickled ``.pth``/``.bin``, JSON configs, training wrappers. Writing (``vitedu.train``):
+``save_checkpoint``/``load_checkpoint`` keep a run resumable (tensors in safetensors, the rest in JSON, every file
+written atomically), ``save_weights`` writes a trained model for shipping.
 
 Every way a file can be wrong (empty, truncated, corrupt, holding Python objects, wrapped by a training
 script) ends in one ``ValueError`` that names the file and says what to do. Loading never runs code from
@@ -9,12 +13,16 @@ the checkpoint: safetensors files hold only tensors, and pickled files are read 
 from __future__ import annotations
 
 import json
+import os
 import re
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 import torch
-from torch import Tensor
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
 
 # Where training scripts keep the weights inside a checkpoint: timm's train.py ("state_dict",
 # "state_dict_ema"), DeiT/MAE ("model", "model_ema"), Lightning-style scripts ("model_state").
@@ -32,6 +40,22 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ValueError(f"{path} should hold a JSON object (a model configuration), got a {type(config).__name__}")
     return config
+
+
+def require_types(config: dict[str, Any], types: dict[str, Any], source: Any) -> None:
+    """A ValueError naming every field of a config that has the wrong type (absent fields are not checked)."""
+    def ok(value: Any, expected: Any) -> bool:
+        if isinstance(value, bool) and expected in (int, float):  # True is an int to Python, not to a config
+            return False
+        return isinstance(value, (int, float) if expected is float else expected)
+
+    def names(expected: Any) -> str:  # int -> "int", (list, dict) -> "list or dict"
+        return " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+
+    wrong = [f"{k}={config[k]!r} (expected {names(t)})"
+             for k, t in types.items() if config.get(k) is not None and not ok(config[k], t)]
+    if wrong:
+        raise ValueError(f"{source} has fields of the wrong type: {', '.join(wrong)}")
 
 
 def read_state_dict(path: Path, checkpoint_key: str | None = None) -> tuple[dict[str, Tensor], dict[str, Any]]:
@@ -116,3 +140,90 @@ def _strip_prefixes(state: dict[str, Tensor]) -> dict[str, Tensor]:
         if all(k.startswith(prefix) for k in state):
             state = {k.removeprefix(prefix): v for k, v in state.items()}
     return state
+
+
+# ----------------------------------------------------------------------------------------------------
+# A training run's checkpoints: tensors in safetensors (no pickle, so loading cannot run code), the rest in JSON.
+# ----------------------------------------------------------------------------------------------------
+
+MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "train_state.json"
+TEACHER_FILE = "teacher.safetensors"
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write`` on a temporary name beside ``path``, then rename: a crash mid-write leaves the old file."""
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def save_state_dict(path: Path, module: nn.Module, metadata: Optional[dict[str, str]] = None) -> None:
+    """A module's weights as a safetensors file (CPU, contiguous), written atomically."""
+    weights = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+    atomic_write(Path(path), lambda p: save_file(weights, str(p), metadata=metadata))
+
+
+def save_checkpoint(
+    out: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+    config: Any, history: Any, epoch: int, step: int,
+) -> None:
+    """Write model weights, optimizer state and a JSON of everything else (``config`` and ``history`` are the run's
+    dataclasses, the model's ``pretrained_cfg``, the step) into the folder ``out``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = {"epoch": str(epoch), "step": str(step)}  # in every file, to detect a torn checkpoint
+    opt = optimizer.state_dict()
+    # AdamW's state is {param index: {"step", "exp_avg", "exp_avg_sq"}}: flatten to "state.3.exp_avg".
+    opt_tensors = {f"state.{i}.{k}": v.detach().cpu().contiguous().clone()
+                   for i, s in opt["state"].items() for k, v in s.items()}
+    state = {"config": asdict(config), "history": asdict(history), "epoch": epoch, "step": step,
+             "optimizer_param_groups": opt["param_groups"], "scaler": scaler.state_dict()}
+    cfg = getattr(model, "pretrained_cfg", None)
+    if cfg is not None:
+        state["pretrained_cfg"] = cfg
+    save_state_dict(out / MODEL_FILE, model, stamp)
+    atomic_write(out / OPTIMIZER_FILE, lambda p: save_file(opt_tensors, str(p), metadata=stamp))
+    atomic_write(out / STATE_FILE, lambda p: p.write_text(json.dumps(state, indent=1)))
+
+
+def load_checkpoint(
+    out: str | os.PathLike, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
+    scaler: Optional[torch.amp.GradScaler] = None,
+) -> dict[str, Any]:
+    """Restore ``model`` (and optimizer, scaler) in place from the folder ``out``; return the JSON state."""
+    out = Path(out)
+    state = json.loads((out / STATE_FILE).read_text())
+    device = next(model.parameters()).device
+    model.load_state_dict(load_file(str(out / MODEL_FILE), device=str(device)))
+    if optimizer is not None:
+        flat = load_file(str(out / OPTIMIZER_FILE), device=str(device))
+        nested: dict[int, dict[str, Tensor]] = {}
+        for key, value in flat.items():
+            _, index, name = key.split(".", 2)
+            nested.setdefault(int(index), {})[name] = value
+        optimizer.load_state_dict({"state": nested, "param_groups": state["optimizer_param_groups"]})
+    if scaler is not None and state.get("scaler"):
+        scaler.load_state_dict(state["scaler"])
+    for name in (MODEL_FILE, OPTIMIZER_FILE) if optimizer is not None else (MODEL_FILE,):
+        with safe_open(str(out / name), framework="pt") as f:
+            meta = f.metadata() or {}
+        if meta.get("epoch") != str(state["epoch"]):
+            raise ValueError(f"{out / name} is from epoch {meta.get('epoch')} but {STATE_FILE} says epoch "
+                             f"{state['epoch']}: the checkpoint was interrupted while saving; re-run that epoch")
+    return state
+
+
+def save_weights(path: str | os.PathLike, result: Any) -> None:
+    """Write a trained model for shipping: weights only (no optimizer); the recipe, the accuracies and the
+    model's ``pretrained_cfg`` (input size, mean, std) as metadata. ``result`` is ``vitedu.train.fit``'s.
+
+    ``vitedu.create_model(result.config.model, pretrained=True)`` loads such a file once its registry entry names
+    it (``vitedu.registry.MODELS``); ``vitedu.pretrained.shipped_metadata`` reads the metadata back.
+    """
+    meta = {"model": result.config.model, "config": json.dumps(asdict(result.config)),
+            "val_acc": f"{result.history.val_acc[-1]:.4f}", "test_acc": f"{result.test_acc:.4f}"}
+    cfg = getattr(result.model, "pretrained_cfg", None)
+    if cfg is not None:
+        meta["pretrained_cfg"] = json.dumps({k: v for k, v in cfg.items() if k not in ("source", "trained")})
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    save_state_dict(Path(path), result.model, meta)

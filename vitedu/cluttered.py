@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 from torch import Tensor
 
-from .data import DIGITS_MAX, Augment, load_digits
+from .augment import AUGMENTATIONS, Augment
+from .digits import DIGITS_MAX, load_digits, stratified_subset
+from .loaders import TensorLoader
 
 CANVAS_SIZE = 32  # 32x32 = 1,024 pixels; the 8x8 digit cell covers 6.25 % of it
 FRAGMENT_SIZE = 4  # each piece of clutter is a 4x4 crop of another digit
@@ -229,5 +231,31 @@ class ClutteredLoader:
             yield images[batch].to(self.device), labels[batch].to(self.device)
 
 
+def cluttered_loaders(config: Any, device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Cluttered digits for training: fresh training canvases every epoch, fixed val and test canvases.
+
+    ``config`` is a ``vitedu.train.TrainConfig`` (its ``augment``, ``batch_size``, ``seed``, ``position_step``,
+    ``train_fraction`` and ``train_on_val`` are read). ``train_fraction`` < 1 keeps a stratified share of the
+    training *digits* (the whole digits and the clutter are both cut from that share); every epoch still draws the
+    same number of canvases from them. Returns {"train": ClutteredLoader, "val"/"test": TensorLoader}."""
+    if config.augment not in ("none", "digits", "digits_warp"):
+        raise ValueError("cluttered_digits draws new canvases every epoch, and can shift each digit inside its cell "
+                         "(augment='digits') or warp it about its centre (augment='digits_warp'): use augment "
+                         f"'none', 'digits' or 'digits_warp', got {config.augment!r}")
+    splits = load_digits()
+    train = stratified_subset(splits["train"], config.train_fraction, config.seed)
+    if config.train_on_val:
+        train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
+    common = dict(mean=CLUTTERED_MEAN, std=CLUTTERED_STD, device=device)
+    step = config.position_step
+    fixed = {name: load_cluttered_digits(name, position_step=step)[:2] for name in ("val", "test")}
+    return {
+        "train": ClutteredLoader(*train, CLUTTERED_SIZES["train"], config.batch_size, seed=config.seed,
+                                 augment=AUGMENTATIONS[config.augment], position_step=step, **common),
+        **{name: TensorLoader(*fixed[name], 500, max_value=1.0, **common) for name in fixed},
+    }
+
+
 __all__ = ["CANVAS_SIZE", "CLUTTERED_MEAN", "CLUTTERED_SIZES", "CLUTTERED_STD", "ClutteredLoader", "FRAGMENT_SIZE",
-           "NUM_FRAGMENTS", "POSITION_STEP", "ink_boxes", "load_cluttered_digits", "make_cluttered"]
+           "NUM_FRAGMENTS", "POSITION_STEP", "cluttered_loaders", "ink_boxes", "load_cluttered_digits",
+           "make_cluttered"]

@@ -24,9 +24,9 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .attention import _check_num_heads
+from .attention import check_num_heads
 from .blocks import Block
-from .patching import PatchEmbedding, _pair, learned_pos_embed
+from .patching import PatchEmbedding, learned_pos_embed, pair
 from .vit import ClassTokenClassifier, init_linear_layers
 
 
@@ -36,7 +36,7 @@ def relative_positions(grid_size: int | tuple[int, int]) -> Tensor:
     -> (patches, patches, 3): entry [i, j] = (dx, dy, dx^2 + dy^2), where (dx, dy) = position of key j
     minus position of query i in (column, row) units; patches are numbered row by row.
     """
-    rows, cols = torch.meshgrid(*(torch.arange(n) for n in _pair(grid_size)), indexing="ij")
+    rows, cols = torch.meshgrid(*(torch.arange(n) for n in pair(grid_size)), indexing="ij")
     rows, cols = rows.flatten(), cols.flatten()
     dx = cols[None, :] - cols[:, None]  # (queries, keys)
     dy = rows[None, :] - rows[:, None]
@@ -63,7 +63,7 @@ class GatedPositionalSelfAttention(nn.Module):
         locality_strength: float = 1.0,
     ) -> None:
         super().__init__()
-        _check_num_heads(dim, num_heads)
+        check_num_heads(dim, num_heads)
         kernel = math.isqrt(num_heads)
         if kernel * kernel != num_heads:
             squares = [n * n for n in range(1, 6)]

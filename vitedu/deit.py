@@ -4,13 +4,16 @@
 
 The two tokens go through the same blocks and attend to everything, but they are trained towards
 different targets: [CLS] towards the true labels, [DIST] towards a teacher's predictions (a convnet in
-the paper). At test time the two heads' logits are averaged. Same keys and shapes as timm's
+the paper). At test time the two heads' logits are averaged. The losses of both kinds of distillation live here
+too: ``distillation_loss`` (a teacher's targets for one head, Hinton et al.) and ``distillation_token_loss``
+(DeiT's two heads); the teacher is ``vitedu.cnn.ConvTeacher``. Same keys and shapes as timm's
 ``VisionTransformerDistilled`` (``dist_token``, ``head_dist``), so its checkpoints load directly.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .patching import learned_pos_embed
@@ -22,7 +25,7 @@ class VisionTransformerDistilled(VisionTransformer):
 
     (batch, in_chans, height, width) -> logits (batch, num_classes), the average of the two heads;
     in training mode with ``distilled_training`` on: a tuple (cls_logits, dist_logits), one per head, so
-    that the loss can give each its own target (``vitedu.train.distillation_token_loss``).
+    that the loss can give each its own target (``distillation_token_loss``).
     Accepts VisionTransformer's arguments; pooling is always by token ([CLS] and [DIST]).
     """
 
@@ -57,3 +60,31 @@ class VisionTransformerDistilled(VisionTransformer):
         if self.distilled_training and self.training:
             return cls_logits, dist_logits
         return (cls_logits + dist_logits) / 2
+
+
+def distillation_loss(logits: Tensor, teacher_logits: Tensor, temperature: float = 0.0) -> Tensor:
+    """Hard (temperature 0): cross-entropy with the teacher's argmax as the label, as in DeiT. Soft: the
+    KL divergence between the softened distributions, times T^2 so gradients keep their scale (Hinton).
+
+    Used on a plain ViT's single head this is the Hinton-style baseline: the same head is pulled towards
+    the labels and towards the teacher. DeiT gives the teacher its own token: see distillation_token_loss.
+    Logits are (batch, classes); returns a scalar."""
+    if temperature <= 0:
+        return F.cross_entropy(logits, teacher_logits.argmax(-1))
+    student = F.log_softmax(logits / temperature, dim=-1)  # (batch, classes)
+    teacher = F.log_softmax(teacher_logits / temperature, dim=-1)
+    return F.kl_div(student, teacher, reduction="batchmean", log_target=True) * temperature**2
+
+
+def distillation_token_loss(
+    cls_logits: Tensor, dist_logits: Tensor, labels: Tensor, teacher_logits: Tensor, alpha: float = 0.5,
+    temperature: float = 0.0, label_smoothing: float = 0.0,
+) -> Tensor:
+    """DeiT's distillation through attention: each of the two heads has its own target.
+
+    (1 - alpha) * CE([CLS] head, labels) + alpha * distillation_loss([DIST] head, teacher, temperature).
+    With alpha = 0.5 and temperature 0 this is DeiT's hard distillation,
+    1/2 CE(cls_logits, y) + 1/2 CE(dist_logits, argmax teacher). All logits are (batch, classes).
+    """
+    label_loss = F.cross_entropy(cls_logits, labels, label_smoothing=label_smoothing)
+    return (1 - alpha) * label_loss + alpha * distillation_loss(dist_logits, teacher_logits, temperature)

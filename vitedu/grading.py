@@ -17,10 +17,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from einops import rearrange
 from torch import Tensor
 
-from .attention import scaled_dot_product_attention
+from .attention import merge_heads, scaled_dot_product_attention, split_heads
 from .patching import patchify
 
 __all__ = ["REFERENCE_PARTS", "reference_parts"]
@@ -41,16 +40,6 @@ def _masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
     return scaled_dot_product_attention(q, k, v, mask=mask)[0]
 
 
-def _split_heads(x: Tensor, num_heads: int) -> Tensor:
-    """(batch, tokens, dim) -> (batch, heads, tokens, dim // heads)"""
-    return rearrange(x, "b t (h d) -> b h t d", h=num_heads)
-
-
-def _merge_heads(x: Tensor) -> Tensor:
-    """(batch, heads, tokens, head_dim) -> (batch, tokens, heads * head_dim)"""
-    return rearrange(x, "b h t d -> b t (h d)")
-
-
 def _accuracy(logits: Tensor, labels: Tensor) -> float:
     """logits (batch, classes), labels (batch,) -> fraction of correct predictions"""
     return (logits.argmax(dim=-1) == labels).float().mean().item()
@@ -61,8 +50,8 @@ REFERENCE_PARTS: dict[str, Callable[..., Any]] = {
     "attention_weights": _attention_weights,
     "attention": _attention,
     "masked_attention": _masked_attention,
-    "split_heads": _split_heads,
-    "merge_heads": _merge_heads,
+    "split_heads": split_heads,
+    "merge_heads": merge_heads,
     "patchify": patchify,
     "accuracy": _accuracy,
 }

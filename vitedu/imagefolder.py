@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .data import DatasetError, Split, stratified_split
+from .digits import Split, stratified_split
+from .loaders import DatasetError
 
 IMAGE_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".ppm", ".tif", ".tiff", ".webp")
 SPLIT_FRACTIONS = {"test": 0.1, "val": 0.1, "train": 0.8}

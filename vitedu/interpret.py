@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .patching import _pair
+from .patching import pair
 
 _FUSIONS = ("mean", "max", "min")
 
@@ -78,7 +78,7 @@ def patch_distances(grid_size: int | tuple[int, int], patch_size: int, device=No
 
     -> (num_patches, num_patches); neighbours are ``patch_size`` apart, diagonal neighbours patch_size * sqrt(2).
     """
-    grid_h, grid_w = _pair(grid_size)
+    grid_h, grid_w = pair(grid_size)
     rows, cols = torch.meshgrid(torch.arange(grid_h), torch.arange(grid_w), indexing="ij")
     centres = torch.stack([rows.flatten(), cols.flatten()], dim=-1).float() * patch_size  # (patches, 2)
     return torch.cdist(centres, centres).to(device)
@@ -99,7 +99,7 @@ def mean_attention_distance(
     0.52 * n * P (the mean distance between two random points of a square).
     """
     _check_maps(maps)
-    grid = _pair(grid_size)
+    grid = pair(grid_size)
     _check_tokens(maps.shape[-1], grid, num_prefix_tokens)
     patches = maps[..., num_prefix_tokens:, num_prefix_tokens:]  # (depth, batch, heads, patches, patches)
     patches = patches / patches.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(maps.dtype).tiny)
@@ -200,7 +200,7 @@ def token_map_to_image(values: Tensor, grid_size: int | tuple[int, int], patch_s
     Nearest-neighbour on purpose: a smooth upsampling would draw detail the model does not have. Overlay the
     result on the image with an explicit colour range (``vmin=0`` and a colour bar).
     """
-    grid_h, grid_w = _pair(grid_size)
+    grid_h, grid_w = pair(grid_size)
     if values.shape[-1] != grid_h * grid_w:
         raise ValueError(
             f"expected {grid_h * grid_w} values per map (a {grid_h}x{grid_w} grid, prefix tokens removed), "
@@ -222,7 +222,7 @@ def box_coverage(boxes: Tensor, grid_size: int | tuple[int, int], patch_size: in
     """
     if boxes.dim() != 2 or boxes.shape[-1] != 4:
         raise ValueError(f"expected boxes of shape (batch, 4) as (top, left, height, width), got {tuple(boxes.shape)}")
-    grid_h, grid_w = _pair(grid_size)
+    grid_h, grid_w = pair(grid_size)
     top, left, height, width = boxes.unbind(-1)  # (batch,) each
     starts_y = torch.arange(grid_h, device=boxes.device) * patch_size  # (grid_h,) first pixel row of each patch
     starts_x = torch.arange(grid_w, device=boxes.device) * patch_size  # (grid_w,)
@@ -247,7 +247,7 @@ def mass_in_boxes(values: Tensor, boxes: Tensor, grid_size: int | tuple[int, int
             f"expected one box per image, (batch={values.shape[0]}, 4) as (top, left, height, width), "
             f"got {tuple(boxes.shape)}"
         )
-    grid_h, grid_w = _pair(grid_size)
+    grid_h, grid_w = pair(grid_size)
     if values.shape[-1] != grid_h * grid_w:
         raise ValueError(
             f"expected {grid_h * grid_w} values per map (a {grid_h}x{grid_w} grid, prefix tokens removed), "

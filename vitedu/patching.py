@@ -14,7 +14,8 @@ from einops import rearrange
 from torch import Tensor, nn
 
 
-def _pair(x: int | tuple[int, int]) -> tuple[int, int]:
+def pair(x: int | tuple[int, int]) -> tuple[int, int]:
+    """An int or a pair -> a pair of ints: 16 -> (16, 16), (32, 48) -> (32, 48)."""
     return (x, x) if isinstance(x, int) else (int(x[0]), int(x[1]))
 
 
@@ -34,7 +35,7 @@ def check_images(images: Tensor, patch_size: int | tuple[int, int], in_chans: in
             f"(shape {tuple(images.shape)}). Images must be channels-first (B, C, H, W); convert "
             f"grayscale/RGB to match, or build the model with in_chans={channels}."
         )
-    ph, pw = _pair(patch_size)
+    ph, pw = pair(patch_size)
     if height % ph or width % pw:
         raise ValueError(
             f"image size {height}x{width} is not divisible by patch size {ph}x{pw}; resize or crop to a "
@@ -58,7 +59,7 @@ def unpatchify(patches: Tensor, patch_size: int, image_size: int | tuple[int, in
 
     (batch, num_patches, patch_size * patch_size * channels) -> (batch, channels, height, width)
     """
-    height, width = _pair(image_size)
+    height, width = pair(image_size)
     if height % patch_size or width % patch_size:
         raise ValueError(f"image size {height}x{width} is not divisible by patch size {patch_size}")
     grid_h, grid_w = height // patch_size, width // patch_size
@@ -87,8 +88,8 @@ class PatchEmbedding(nn.Module):
         embed_dim: int = 768,
     ) -> None:
         super().__init__()
-        self.img_size = _pair(img_size)
-        self.patch_size = _pair(patch_size)
+        self.img_size = pair(img_size)
+        self.patch_size = pair(patch_size)
         if self.img_size[0] % self.patch_size[0] or self.img_size[1] % self.patch_size[1]:
             raise ValueError(
                 f"img_size {self.img_size[0]}x{self.img_size[1]} is not divisible by patch_size "
@@ -135,7 +136,7 @@ def sincos_pos_embed_2d(
             f"2-D sin-cos position embeddings need embed_dim divisible by 4 (a sin and a cos for each of "
             f"two axes); got {embed_dim}. Use e.g. {embed_dim // 4 * 4 or 4}."
         )
-    grid_h, grid_w = _pair(grid_size)
+    grid_h, grid_w = pair(grid_size)
     rows, cols = torch.meshgrid(torch.arange(grid_h), torch.arange(grid_w), indexing="ij")
     omega = 1.0 / temperature ** (torch.arange(embed_dim // 4) / (embed_dim // 4))  # (embed_dim/4,)
     row_angles = rows.reshape(-1, 1).double() * omega  # (tokens, embed_dim/4)
@@ -162,7 +163,7 @@ def resample_pos_embed(
     """
     if pos_embed.dim() != 3 or pos_embed.shape[0] != 1:
         raise ValueError(f"expected a position embedding of shape (1, tokens, dim), got {tuple(pos_embed.shape)}")
-    new_h, new_w = _pair(new_grid)
+    new_h, new_w = pair(new_grid)
     num_patches = pos_embed.shape[1] - num_prefix_tokens
     if old_grid is None:
         side = math.isqrt(num_patches)
@@ -171,7 +172,7 @@ def resample_pos_embed(
                 f"{num_patches} patch positions do not form a square grid; pass old_grid=(rows, cols)"
             )
         old_grid = side
-    old_h, old_w = _pair(old_grid)
+    old_h, old_w = pair(old_grid)
     if old_h * old_w != num_patches:
         raise ValueError(
             f"old_grid {old_h}x{old_w} has {old_h * old_w} positions, but the embedding holds {num_patches} "

@@ -1,4 +1,8 @@
-"""Load real checkpoints into vitedu's ViT: Hugging Face directories and hub ids, timm's hub format, state_dicts.
+"""Load trained weights: the models shipped with vitedu, Hugging Face directories and hub ids, timm's hub format,
+state_dicts. Every model loaded here carries ``model.pretrained_cfg`` (``vitedu.preprocess``): its input size and
+normalisation, read from the checkpoint where the checkpoint records them (Hugging Face's
+``preprocessor_config.json``, timm's ``pretrained_cfg`` in ``config.json``), from the registry for shipped models,
+and ``None`` where no source says.
 
 timm checkpoints of DeiT-distilled, CaiT and ConViT (``vitedu.timm_configs.TIMM_VARIANTS``) load into vitedu's
 models of chapter 9 the same way, from a timm hub directory or from a state_dict file with ``arch=``.
@@ -30,20 +34,24 @@ Loading never runs code from the checkpoint (see ``vitedu.checkpoints``).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import warnings
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from .cait import Cait
-from .checkpoints import read_json, read_state_dict
+from .checkpoints import read_json, read_state_dict, require_types
 from .convit import ConVit
 from .deit import VisionTransformerDistilled
+from .hf_configs import convert_hf_state_dict, exact_mlp_ratio, hf_config_to_kwargs, hf_preprocessor_cfg
 from .patching import resample_pos_embed
+from .preprocess import attach_pretrained_cfg, make_pretrained_cfg, model_input_size
+from .registry import MODELS, get_entry, shipped_names
 from .timm_configs import (
     TIMM_ARCHITECTURES,
     constructor_defaults,
@@ -55,115 +63,6 @@ from .timm_configs import (
     timm_model_class,
 )
 from .vit import VisionTransformer
-
-# Hugging Face ViT parameter name -> timm/vitedu name. Files on disk and on the hub use the classic
-# names ("encoder.layer.N...attention.query"); transformers >= 5 models hold "layers.N...q_proj" in memory.
-_HF_TO_TIMM = [
-    (r"embeddings\.cls_token", "cls_token"),
-    (r"embeddings\.position_embeddings", "pos_embed"),
-    (r"embeddings\.patch_embeddings\.projection\.(weight|bias)", r"patch_embed.proj.\1"),
-    (r"encoder\.layer\.(\d+)\.layernorm_before\.(weight|bias)", r"blocks.\1.norm1.\2"),
-    (r"encoder\.layer\.(\d+)\.attention\.attention\.(query|key|value)\.(weight|bias)", r"blocks.\1.attn.\2.\3"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)", r"blocks.\1.attn.proj.\2"),
-    (r"encoder\.layer\.(\d+)\.layernorm_after\.(weight|bias)", r"blocks.\1.norm2.\2"),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", r"blocks.\1.mlp.fc1.\2"),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", r"blocks.\1.mlp.fc2.\2"),
-    (r"layers\.(\d+)\.attention\.([qkv])_proj\.(weight|bias)", r"blocks.\1.attn.\2.\3"),
-    (r"layers\.(\d+)\.attention\.o_proj\.(weight|bias)", r"blocks.\1.attn.proj.\2"),
-    (r"layers\.(\d+)\.layernorm_before\.(weight|bias)", r"blocks.\1.norm1.\2"),
-    (r"layers\.(\d+)\.layernorm_after\.(weight|bias)", r"blocks.\1.norm2.\2"),
-    (r"layers\.(\d+)\.mlp\.(fc1|fc2)\.(weight|bias)", r"blocks.\1.mlp.\2.\3"),
-    (r"layernorm\.(weight|bias)", r"norm.\1"),
-    (r"classifier\.(weight|bias)", r"head.\1"),
-]
-# Weights of ViTModel's "pooler" (a tanh layer used by BERT-style fine-tuning, not by ViT's classifier).
-_HF_UNUSED = re.compile(r"pooler\.")
-
-
-def convert_hf_state_dict(hf_state: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Rename a Hugging Face ViT state_dict to timm's layout and fuse query/key/value into ``qkv``.
-
-    HF keeps three Linear layers (query, key, value); timm one ``qkv`` Linear whose output rows are
-    [q | k | v], so the fused weight is simply the three weights stacked.
-    """
-    out: dict[str, Tensor] = {}
-    unknown = []
-    for key, tensor in hf_state.items():
-        key = key.removeprefix("vit.")
-        if _HF_UNUSED.match(key):
-            continue
-        for pattern, replacement in _HF_TO_TIMM:
-            if re.fullmatch(pattern, key):
-                out[re.sub(pattern, replacement, key)] = tensor
-                break
-        else:
-            unknown.append(key)
-    if unknown:
-        raise ValueError(f"not a Hugging Face ViT checkpoint: unrecognised keys {unknown[:8]}")
-    for old, new in ((".attn.q.", ".attn.query."), (".attn.k.", ".attn.key."), (".attn.v.", ".attn.value.")):
-        out = {k.replace(old, new): v for k, v in out.items()}
-    for name in sorted({k.rsplit(".attn.", 1)[0] for k in out if ".attn.query." in k}):
-        for kind in ("weight", "bias"):
-            parts = [out.pop(f"{name}.attn.{p}.{kind}", None) for p in ("query", "key", "value")]
-            if all(p is not None for p in parts):
-                out[f"{name}.attn.qkv.{kind}"] = torch.cat(parts, dim=0)
-    return out
-
-
-def exact_mlp_ratio(hidden_dim: int, dim: int) -> float:
-    """The ``mlp_ratio`` for which ``int(dim * mlp_ratio) == hidden_dim`` exactly.
-
-    ``hidden_dim / dim`` is not always enough: 201 / 100 = 2.01, but 100 * 2.01 = 200.99999999999997 in floating
-    point, which ``int`` rounds down to 200. Step the ratio up by one float until the product reaches the width.
-    """
-    ratio = hidden_dim / dim
-    while int(dim * ratio) < hidden_dim:
-        ratio = math.nextafter(ratio, math.inf)
-    return ratio
-
-
-def hf_config_to_kwargs(config: dict[str, Any]) -> dict[str, Any]:
-    """Translate a Hugging Face ``ViTConfig`` (as a dict from config.json) to VisionTransformer kwargs."""
-    if config.get("model_type", "vit") != "vit":
-        raise ValueError(f"expected a ViT checkpoint (model_type 'vit'), got model_type {config.get('model_type')!r}")
-    if config.get("hidden_act", "gelu") != "gelu":
-        raise ValueError(f"vitedu's MLP uses the exact GELU; this checkpoint uses {config['hidden_act']!r}")
-    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads") if k not in config]
-    if missing:
-        raise ValueError(f"a Hugging Face ViT config.json needs {missing}; this one has only {sorted(config)}")
-    _require_types(config, {"hidden_size": int, "num_hidden_layers": int, "num_attention_heads": int,
-                            "intermediate_size": int, "image_size": int, "patch_size": int, "num_channels": int,
-                            "id2label": dict, "layer_norm_eps": float, "qkv_bias": bool}, "config.json")
-    hidden = config["hidden_size"]
-    labels = config.get("id2label") or {}
-    return dict(
-        img_size=config.get("image_size", 224),
-        patch_size=config.get("patch_size", 16),
-        in_chans=config.get("num_channels", 3),
-        num_classes=len(labels) if config.get("architectures", ["ViTForImageClassification"]) != ["ViTModel"] else 0,
-        embed_dim=hidden,
-        depth=config["num_hidden_layers"],
-        num_heads=config["num_attention_heads"],
-        mlp_ratio=exact_mlp_ratio(config.get("intermediate_size", 4 * hidden), hidden),
-        qkv_bias=config.get("qkv_bias", True),
-        norm_eps=config.get("layer_norm_eps", 1e-12),
-    )
-
-
-def _require_types(config: dict[str, Any], types: dict[str, Any], source: Any) -> None:
-    """A ValueError naming every field of a config that has the wrong type (absent fields are not checked)."""
-    def ok(value: Any, expected: Any) -> bool:
-        if isinstance(value, bool) and expected in (int, float):  # True is an int to Python, not to a config
-            return False
-        return isinstance(value, (int, float) if expected is float else expected)
-
-    def names(expected: Any) -> str:  # int -> "int", (list, dict) -> "list or dict"
-        return " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-
-    wrong = [f"{k}={config[k]!r} (expected {names(t)})"
-             for k, t in types.items() if config.get(k) is not None and not ok(config[k], t)]
-    if wrong:
-        raise ValueError(f"{source} has fields of the wrong type: {', '.join(wrong)}")
 
 
 def load_checked(model: nn.Module, state: dict[str, Tensor], source: str | Path | None = None) -> nn.Module:
@@ -191,6 +90,92 @@ def load_checked(model: nn.Module, state: dict[str, Tensor], source: str | Path 
         raise ValueError("\n".join(lines))
     model.load_state_dict(state)
     return model
+
+
+
+# ----------------------------------------------------------------------------------------------------
+# Weights shipped inside the package (vitedu/assets), so they work offline and on Colab with the package alone.
+# ----------------------------------------------------------------------------------------------------
+
+# name -> file in vitedu/assets: a view of the registry's entries whose weights ship with vitedu. Each file is made
+# by ``make weights`` (the training CLI); its safetensors metadata holds the training config, the measured test
+# accuracy and the pretrained_cfg (input size, mean, std) the model was trained with.
+SHIPPED_WEIGHTS: dict[str, str] = {name: MODELS[name].weights for name in shipped_names()}
+
+
+def shipped_file(name: str):  # -> importlib.resources Traversable
+    """The shipped weights file of ``name``, or a ValueError listing the models that have one."""
+    if name not in SHIPPED_WEIGHTS:
+        raise ValueError(
+            f"no trained weights are shipped with vitedu for {name!r}. Models with shipped weights: "
+            f"{', '.join(sorted(SHIPPED_WEIGHTS))}. Use pretrained=False for a randomly initialised {name!r}, "
+            "or vitedu.from_pretrained(...) for a checkpoint file or a Hugging Face hub id."
+        )
+    return resources.files("vitedu").joinpath("assets", SHIPPED_WEIGHTS[name])
+
+
+def load_shipped_weights(name: str) -> dict[str, Tensor]:
+    """The state_dict of a model trained and shipped with vitedu: {parameter name: tensor}."""
+    from safetensors.torch import load
+
+    return load(shipped_file(name).read_bytes())
+
+
+def shipped_metadata(name: str) -> dict[str, str]:
+    """What the shipped file says about itself: the training config (JSON) and the measured test accuracy."""
+    from safetensors import safe_open
+
+    with resources.as_file(shipped_file(name)) as path, safe_open(str(path), framework="pt") as f:
+        return dict(f.metadata() or {})
+
+
+def registry_cfg(name: str, model: nn.Module, trained: bool) -> dict[str, Any]:
+    """The ``pretrained_cfg`` the registry entry of ``name`` states, for ``model`` as built (its input size and
+    classes, which overrides may have changed)."""
+    entry = get_entry(name)
+    labels = entry.label_names if entry.label_names and len(entry.label_names) == model.num_classes else None
+    input_size = model_input_size(model)
+    mean, std = entry.mean, entry.std
+    why = "the registry entry" if mean is not None else "unknown for a timm name: the checkpoint's tag decides"
+    if mean is not None and len(mean) != input_size[0]:  # in_chans overridden: the entry's statistics do not fit
+        mean, std, why = None, None, f"unknown: {input_size[0]} input channels, the entry's data has {len(mean)}"
+    return make_pretrained_cfg(
+        input_size=input_size, num_classes=model.num_classes, mean=mean, std=std,
+        interpolation=entry.interpolation, crop_pct=entry.crop_pct, label_names=labels,
+        source=f"vitedu.registry.MODELS[{name!r}] ({why})", trained=trained,
+    )
+
+
+def load_shipped(model: nn.Module, name: str) -> nn.Module:
+    """Load the weights shipped for ``name`` into ``model`` and attach their ``pretrained_cfg``.
+
+    The cfg comes from the file's metadata (``pretrained_cfg``, written by ``vitedu.train.save_weights``) where it
+    has one, else from the registry entry."""
+    load_checked(model, load_shipped_weights(name), f"the shipped weights of {name!r}")
+    cfg = registry_cfg(name, model, trained=True)
+    recorded = json.loads(shipped_metadata(name).get("pretrained_cfg", "{}"))
+    if recorded:
+        cfg = make_pretrained_cfg(**{**{k: cfg[k] for k in _CFG_ARGS}, **{k: recorded[k] for k in _CFG_ARGS if k in
+                                     recorded}, "source": f"the metadata of the shipped file of {name!r}",
+                                     "trained": True})
+    return attach_pretrained_cfg(model, cfg)
+
+
+_CFG_ARGS = ("input_size", "num_classes", "mean", "std", "interpolation", "crop_pct", "crop_mode", "label_names")
+
+
+def timm_pretrained_cfg(config: dict[str, Any], path: Path, model: nn.Module,
+                        labels: list[str] | None) -> dict[str, Any]:
+    """The ``pretrained_cfg`` of a timm hub directory, from the ``pretrained_cfg`` of its ``config.json``; what
+    it does not state is None."""
+    recorded = config.get("pretrained_cfg") or {}
+    return make_pretrained_cfg(
+        input_size=model_input_size(model), num_classes=model.num_classes, mean=recorded.get("mean"),
+        std=recorded.get("std"), interpolation=recorded.get("interpolation"), crop_pct=recorded.get("crop_pct"),
+        crop_mode=recorded.get("crop_mode") or "center", label_names=labels, trained=True,
+        source=f"{path / 'config.json'} (pretrained_cfg)" if recorded.get("mean") is not None else
+        f"{path / 'config.json'} states no mean/std in its pretrained_cfg: the normalisation is unknown",
+    )
 
 
 def _fold(keys: list[str]) -> list[str]:
@@ -412,12 +397,12 @@ def _from_directory(path: Path, arch: str | None, overrides: dict[str, Any], wei
     model = _build(_merge_overrides(recorded, overrides, weights), state, weights, img_size)
     labels = config.get("id2label") or {}
     model.class_names = [labels[k] for k in sorted(labels, key=int)] if labels else None
-    return model
+    return attach_pretrained_cfg(model, hf_preprocessor_cfg(path, model, model.class_names))
 
 
 def _from_timm_config(config: dict[str, Any], state: dict[str, Tensor], weights: Path, arch: str | None,
                       overrides: dict[str, Any]) -> nn.Module:
-    _require_types(config, {"architecture": str, "model_args": dict, "pretrained_cfg": dict, "num_classes": int,
+    require_types(config, {"architecture": str, "model_args": dict, "pretrained_cfg": dict, "num_classes": int,
                             "label_names": (list, dict)}, weights.parent / "config.json")
     input_size = (config.get("pretrained_cfg") or {}).get("input_size")
     if input_size is not None and not (isinstance(input_size, list) and len(input_size) == 3
@@ -440,7 +425,7 @@ def _from_timm_config(config: dict[str, Any], state: dict[str, Tensor], weights:
     if isinstance(labels, dict):
         labels = [labels[k] for k in sorted(labels, key=int)]
     model.class_names = list(labels) if labels and len(labels) == model.num_classes else None
-    return model
+    return attach_pretrained_cfg(model, timm_pretrained_cfg(config, weights.parent, model, model.class_names))
 
 
 def _from_state_dict_file(path: Path, arch: str | None, checkpoint_key: str | None,
@@ -500,7 +485,9 @@ def _from_state_dict_file(path: Path, arch: str | None, checkpoint_key: str | No
         )
     model = _build(_merge_overrides(recorded, overrides, path, model_class), state, path, img_size, model_class)
     model.class_names = None
-    return model
+    return attach_pretrained_cfg(model, make_pretrained_cfg(
+        input_size=model_input_size(model), num_classes=model.num_classes, interpolation=None, crop_pct=None,
+        source=f"{path} is a bare state_dict: it records no input normalisation (mean/std unknown)", trained=True))
 
 
 def _download(hub_id: str) -> Path:
@@ -519,6 +506,8 @@ def _download(hub_id: str) -> Path:
         if "config.json" not in available or weights is None:
             raise ValueError(f"hub repository {hub_id!r} has no config.json with model.safetensors/pytorch_model.bin")
         hf_hub_download(hub_id, weights)
+        if "preprocessor_config.json" in available:  # Hugging Face's record of the input normalisation
+            hf_hub_download(hub_id, "preprocessor_config.json")
         return Path(hf_hub_download(hub_id, "config.json")).parent
     except ValueError:
         raise
@@ -526,5 +515,6 @@ def _download(hub_id: str) -> Path:
         raise OSError(f"could not fetch {hub_id!r} from the Hugging Face hub ({type(err).__name__}: {err})") from err
 
 
-__all__ = ["TIMM_ARCHITECTURES", "convert_hf_state_dict", "exact_mlp_ratio", "from_pretrained", "hf_config_to_kwargs",
-           "load_checked"]
+__all__ = ["SHIPPED_WEIGHTS", "TIMM_ARCHITECTURES", "convert_hf_state_dict", "exact_mlp_ratio", "from_pretrained",
+           "hf_config_to_kwargs", "hf_preprocessor_cfg", "load_checked", "load_shipped", "load_shipped_weights",
+           "registry_cfg", "shipped_file", "shipped_metadata", "timm_pretrained_cfg"]

@@ -6,10 +6,11 @@ is a *tag* naming the training run, not the architecture) plus ``model.safetenso
 everything the tensors cannot record: the number of heads, the activation, the pooling and where the
 LayerNorms sit. vitedu's ``VisionTransformer`` is timm's plain pre-norm ViT, so it loads exactly the
 architectures listed in ``TIMM_ARCHITECTURES``; its successors of chapter 9 (DeiT-distilled, CaiT, ConViT) load
-under the timm names listed in ``TIMM_VARIANTS``. Every other architecture is refused with the reason.
+under the timm names listed in ``TIMM_VARIANTS``. Both are views of the one registry (``vitedu.registry.MODELS``,
+the entries whose weights come from timm). Every other architecture is refused with the reason.
 
-``FAMILIES`` lists one representative architecture per family with the outcome the tests check against
-timm itself; ``support_table()`` renders it as the README's table.
+``tools/checkpoint_table.py`` lists one representative architecture per family with the outcome the tests check
+against timm itself.
 """
 
 from __future__ import annotations
@@ -23,54 +24,15 @@ from torch import Tensor, nn
 from .cait import Cait
 from .convit import ConVit
 from .deit import VisionTransformerDistilled
-from .models import VARIANT_CONFIGS
+from .registry import MODELS, timm_names
 from .vit import VisionTransformer
-
-
-def _vit(patch: int, dim: int, depth: int, heads: int, img: int = 224, **extra: Any) -> dict[str, Any]:
-    return dict(img_size=img, patch_size=patch, embed_dim=dim, depth=depth, num_heads=heads, **extra)
-
 
 # timm architecture name -> VisionTransformer kwargs (timm's own values, see timm/models/vision_transformer.py).
 TIMM_ARCHITECTURES: dict[str, dict[str, Any]] = {
-    "vit_tiny_patch16_224": _vit(16, 192, 12, 3),
-    "vit_tiny_patch16_384": _vit(16, 192, 12, 3, 384),
-    "vit_small_patch32_224": _vit(32, 384, 12, 6),
-    "vit_small_patch32_384": _vit(32, 384, 12, 6, 384),
-    "vit_small_patch16_224": _vit(16, 384, 12, 6),
-    "vit_small_patch16_384": _vit(16, 384, 12, 6, 384),
-    "vit_small_patch8_224": _vit(8, 384, 12, 6),
-    "vit_base_patch32_224": _vit(32, 768, 12, 12),
-    "vit_base_patch32_384": _vit(32, 768, 12, 12, 384),
-    "vit_base_patch16_224": _vit(16, 768, 12, 12),
-    "vit_base_patch16_384": _vit(16, 768, 12, 12, 384),
-    "vit_base_patch8_224": _vit(8, 768, 12, 12),
-    "vit_large_patch32_224": _vit(32, 1024, 24, 16),
-    "vit_large_patch32_384": _vit(32, 1024, 24, 16, 384),
-    "vit_large_patch16_224": _vit(16, 1024, 24, 16),
-    "vit_large_patch16_384": _vit(16, 1024, 24, 16, 384),
-    "vit_large_patch14_224": _vit(14, 1024, 24, 16),
-    "vit_huge_patch14_224": _vit(14, 1280, 32, 16),
-    "vit_giant_patch14_224": _vit(14, 1408, 40, 16, mlp_ratio=48 / 11),
-    "vit_gigantic_patch14_224": _vit(14, 1664, 48, 16, mlp_ratio=64 / 13),
-    "vit_base_patch16_224_miil": _vit(16, 768, 12, 12, qkv_bias=False),
-    "vit_base_patch32_plus_256": _vit(32, 896, 12, 14, 256, init_values=1e-5),
-    "vit_base_patch16_plus_240": _vit(16, 896, 12, 14, 240, init_values=1e-5),
-    # DINOv2 (Oquab et al., 2023) without registers: a plain ViT with LayerScale, trained at 518 pixels.
-    "vit_small_patch14_dinov2": _vit(14, 384, 12, 6, 518, init_values=1e-5),
-    "vit_base_patch14_dinov2": _vit(14, 768, 12, 12, 518, init_values=1e-5),
-    "vit_large_patch14_dinov2": _vit(14, 1024, 24, 16, 518, init_values=1e-5),
-    # DeiT (Touvron et al., 2021) without the distillation token is the same network as ViT.
-    "deit_tiny_patch16_224": _vit(16, 192, 12, 3),
-    "deit_small_patch16_224": _vit(16, 384, 12, 6),
-    "deit_base_patch16_224": _vit(16, 768, 12, 12),
-    "deit_base_patch16_384": _vit(16, 768, 12, 12, 384),
+    name: MODELS[name].kwargs for name in timm_names() if MODELS[name].model_class is VisionTransformer
 }
-
-# timm's successors of the ViT that vitedu implements (chapter 9): configurations in vitedu.models.VARIANT_CONFIGS,
-# with timm's names, keys and parameter counts.
-TIMM_VARIANTS = ("deit_tiny_distilled_patch16_224", "deit_small_distilled_patch16_224", "cait_xxs24_224",
-                 "cait_s24_224", "convit_tiny", "convit_small")
+# timm's successors of the ViT that vitedu implements (chapter 9), with timm's names, keys and parameter counts.
+TIMM_VARIANTS: tuple[str, ...] = tuple(name for name in timm_names() if name not in TIMM_ARCHITECTURES)
 
 # The key only each successor has, so that a state_dict reveals its family: (model class, family, key pattern).
 _FAMILY_KEYS = [
@@ -131,7 +93,7 @@ def split_tag(name: str) -> tuple[str, str | None]:
 def timm_model_class(arch_or_tagged: str) -> type[nn.Module]:
     """The vitedu class of a timm architecture vitedu loads: ``VisionTransformer`` or one of its successors."""
     arch, _ = split_tag(arch_or_tagged)
-    return VARIANT_CONFIGS[arch][0] if arch in TIMM_VARIANTS else VisionTransformer
+    return MODELS[arch].model_class if arch in TIMM_VARIANTS else VisionTransformer
 
 
 def constructor_defaults(model_class: type[nn.Module]) -> dict[str, Any]:
@@ -237,7 +199,7 @@ def timm_kwargs(arch_or_tagged: str, model_args: dict[str, Any] | None = None,
             f"TIMM_VARIANTS, e.g. 'vit_base_patch16_224'"
         )
     model_class = timm_model_class(arch)
-    config = TIMM_ARCHITECTURES[arch] if model_class is VisionTransformer else VARIANT_CONFIGS[arch][1]
+    config = MODELS[arch].kwargs
     kwargs = {**constructor_defaults(model_class), **config}
     input_size = (pretrained_cfg or {}).get("input_size")
     if input_size:
@@ -263,39 +225,3 @@ def timm_kwargs(arch_or_tagged: str, model_args: dict[str, Any] | None = None,
     if isinstance(kwargs["img_size"], tuple) and kwargs["img_size"][0] == kwargs["img_size"][1]:
         kwargs["img_size"] = kwargs["img_size"][0]
     return kwargs
-
-
-# One representative timm architecture per family: (family, timm architecture, loads exactly?, what vitedu lacks).
-# The tests build each one with timm (small width and depth), save it in timm's hub format and check the outcome.
-FAMILIES: list[tuple[str, str, bool, str]] = [
-    ("ViT (augreg, original, MAE, DINO tags)", "vit_base_patch16_224", True, ""),
-    ("ViT without qkv bias (MIIL)", "vit_base_patch16_224_miil", True, ""),
-    ("ViT-B+ with LayerScale", "vit_base_patch16_plus_240", True, ""),
-    ("DINOv2 without registers", "vit_small_patch14_dinov2", True, ""),
-    ("DeiT", "deit_small_patch16_224", True, ""),
-    ("ViT-giant (mlp_ratio 48/11)", "vit_giant_patch14_224", True, ""),
-    ("DeiT-distilled (distillation token)", "deit_small_distilled_patch16_224", True, ""),
-    ("CaiT (class attention, talking heads)", "cait_xxs24_224", True, ""),
-    ("ConViT (gated positional attention)", "convit_tiny", True, ""),
-    ("DeiT III", "deit3_small_patch16_224", False, "no_embed_class"),
-    ("DINOv2 with registers", "vit_small_patch14_reg4_dinov2", False, "register tokens"),
-    ("ViT with registers (reg4)", "vit_medium_patch16_reg4_gap_256", False, "register tokens"),
-    ("relative-position ViT", "vit_relpos_small_patch16_224", False, "relative position"),
-    ("residual post-norm ViT", "vit_base_patch16_rpn_224", False, "post-norm"),
-    ("BEiT", "beit_base_patch16_224", False, "q_bias"),
-    ("EVA-02 (rotary, SwiGLU)", "eva02_small_patch14_224", False, "rotary"),
-    ("SigLIP (attention-pool head)", "vit_base_patch16_siglip_224", False, "attention-pool"),
-    ("global-average-pool ViT", "vit_base_patch16_gap_224", False, "average pooling after the final LayerNorm"),
-    ("CLIP image tower", "vit_base_patch16_clip_224", False, "norm_pre"),
-    ("DINOv2-giant (SwiGLU)", "vit_giant_patch14_dinov2", False, "SwiGLU"),
-]
-
-
-def support_table() -> str:
-    """The README's table of checkpoint families, from ``FAMILIES`` (which the tests check against timm)."""
-    lines = ["| family | example timm architecture | vitedu |", "|---|---|---|"]
-    for family, arch, exact, _ in FAMILIES:
-        outcome = "loads, identical logits" if exact else "refused: " + "; ".join(name_reasons(arch))
-        lines.append(f"| {family} | `{arch}` | {outcome} |")
-    return "\n".join(lines)
-

@@ -19,22 +19,36 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
-from torch import Tensor, nn
+from safetensors.torch import load_file
+from torch import nn
 from tqdm.auto import tqdm
 
-from . import cluttered as C
-from . import data as D
-from . import distributed as DDP
-from . import imagefolder as IF
-from .models import MODEL_CONFIGS, VARIANT_CONFIGS, create_model
+from . import distributed, imagefolder
+from .augment import AUGMENTATIONS
+from .checkpoints import (
+    MODEL_FILE,
+    OPTIMIZER_FILE,
+    STATE_FILE,
+    TEACHER_FILE,
+    load_checkpoint,
+    save_checkpoint,
+    save_state_dict,
+    save_weights,
+)
+from .cluttered import POSITION_STEP
+from .cnn import ConvTeacher
+from .data import make_loaders
+from .deit import distillation_loss, distillation_token_loss
+from .loaders import TensorLoader
+from .models import create_model
+from .preprocess import attach_pretrained_cfg, make_pretrained_cfg, model_input_size
+from .registry import MODELS
 from .utils import count_parameters, get_device, seed_everything
 
 
@@ -59,7 +73,7 @@ class TrainConfig:
     distill_temperature: float = 0.0  # 0: hard distillation (teacher's argmax); > 0: soft (Hinton), this T
     # A ViT learns labels and teacher through its one head (the Hinton-style baseline); a DeiT model
     # (create_model("deit_...")) learns the teacher through its distillation token (distillation_token_loss).
-    position_step: int = C.POSITION_STEP  # cluttered_digits: the digit's cell at multiples of this (1: anywhere)
+    position_step: int = POSITION_STEP  # cluttered_digits: the digit's cell at multiples of this (1: anywhere)
     train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
     train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
     seed: int = 0
@@ -203,7 +217,7 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> Optional[to
 
 def model_kwargs(config: TrainConfig) -> dict[str, Any]:
     """The model's full keyword arguments: its named configuration with ``config.model_kwargs`` on top."""
-    named = MODEL_CONFIGS.get(config.model) or VARIANT_CONFIGS.get(config.model, (None, {}))[1]
+    named = MODELS[config.model].kwargs if config.model in MODELS else {}  # an unknown name fails in create_model
     return {**named, **config.model_kwargs}
 
 
@@ -212,8 +226,21 @@ def prepare_config(config: TrainConfig) -> TrainConfig:
     (its sub-folders) and three input channels (images are read as RGB)."""
     if config.dataset != "imagefolder":
         return config
-    classes, _ = IF.find_classes(_image_folder_root(config))
+    classes, _ = imagefolder.find_classes(_image_folder_root(config))
     return replace(config, model_kwargs={**config.model_kwargs, "num_classes": len(classes), "in_chans": 3})
+
+
+def data_cfg(model: nn.Module, config: TrainConfig, loader: Any, trained: bool) -> dict[str, Any]:
+    """The ``pretrained_cfg`` of a model trained on ``config.dataset``: the input size, mean and std its loaders
+    use (an image folder's own statistics, not the registry's), so that ``vitedu.create_transform`` and
+    ``save_weights`` pass them on."""
+    cfg = model.pretrained_cfg
+    return make_pretrained_cfg(
+        input_size=model_input_size(model), num_classes=model.num_classes, mean=loader.mean.flatten().tolist(),
+        std=loader.std.flatten().tolist(), interpolation=cfg["interpolation"] or "bicubic", crop_pct=1.0,
+        label_names=cfg["label_names"], trained=trained,
+        source=f"vitedu.train.fit: the normalisation of its training data ({config.dataset})",
+    )
 
 
 def _image_folder_root(config: TrainConfig) -> Path:
@@ -221,122 +248,8 @@ def _image_folder_root(config: TrainConfig) -> Path:
     return root / "train" if (root / "train").is_dir() and (root / "val").is_dir() else root
 
 
-def make_loaders(config: TrainConfig, device: torch.device) -> dict[str, D.TensorLoader]:
-    """Train (shuffled, augmented), val and test loaders for ``config.dataset``.
-
-    Under torchrun each process's loaders hold its share of every batch (vitedu.distributed)."""
-    if config.dataset == "cluttered_digits":
-        if DDP.current().distributed:
-            raise ValueError("cluttered_digits draws its canvases in one process; train it without torchrun "
-                             "(multi-process training supports digits, cifar10 and imagefolder)")
-        return cluttered_loaders(config, device)
-    if config.dataset == "digits":
-        splits, mean, std, max_value = D.load_digits(), D.DIGITS_MEAN, D.DIGITS_STD, D.DIGITS_MAX
-    elif config.dataset == "cifar10":
-        splits, mean, std, max_value = D.load_cifar10(config.data_root), D.CIFAR10_MEAN, D.CIFAR10_STD, 255
-    elif config.dataset == "imagefolder":
-        splits, _ = IF.load_image_folder(config.data_root, model_kwargs(config).get("img_size", 224), config.seed)
-        (mean, std), max_value = IF.channel_stats(splits["train"][0]), 255
-    else:
-        raise ValueError(f"unknown dataset {config.dataset!r}; choose 'digits', 'cluttered_digits', 'cifar10' or "
-                         "'imagefolder' (with data_root, your folder of class folders)")
-    if config.augment not in D.AUGMENTATIONS:
-        raise ValueError(f"unknown augment {config.augment!r}; choose from {sorted(D.AUGMENTATIONS)}")
-    train = train_subset(splits["train"], config)
-    if config.train_on_val:
-        train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
-    process = DDP.current()
-    common = dict(mean=mean, std=std, max_value=max_value, device=device, rank=process.rank,
-                  world_size=process.world_size)
-    return {
-        "train": D.TensorLoader(*train, config.batch_size, shuffle=True, augment=D.AUGMENTATIONS[config.augment],
-                                seed=config.seed, **common),
-        "val": D.TensorLoader(*splits["val"], 500, **common),
-        "test": D.TensorLoader(*splits["test"], 500, **common),
-    }
-
-
-def train_subset(train: tuple[Tensor, Tensor], config: TrainConfig) -> tuple[Tensor, Tensor]:
-    """The stratified share ``config.train_fraction`` of the training (images, labels), drawn with the run's seed."""
-    if not 0 < config.train_fraction <= 1:
-        raise ValueError(f"train_fraction must be in (0, 1], got {config.train_fraction}")
-    if config.train_fraction == 1:
-        return train
-    f = config.train_fraction
-    keep = D.stratified_split(train[1].numpy(), {"keep": f, "rest": 1 - f}, config.seed)["keep"]
-    return train[0][keep], train[1][keep]
-
-
-def cluttered_loaders(config: TrainConfig, device: torch.device) -> dict[str, Any]:
-    """Cluttered digits: fresh training canvases every epoch, fixed val and test canvases (vitedu.cluttered).
-
-    ``train_fraction`` < 1 keeps a stratified share of the training *digits* (the whole digits and the
-    clutter are both cut from that share); every epoch still draws the same number of canvases from them."""
-    if config.augment not in ("none", "digits", "digits_warp"):
-        raise ValueError("cluttered_digits draws new canvases every epoch, and can shift each digit inside its cell "
-                         "(augment='digits') or warp it about its centre (augment='digits_warp'): use augment "
-                         f"'none', 'digits' or 'digits_warp', got {config.augment!r}")
-    splits = D.load_digits()
-    train = train_subset(splits["train"], config)
-    if config.train_on_val:
-        train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
-    common = dict(mean=C.CLUTTERED_MEAN, std=C.CLUTTERED_STD, device=device)
-    step = config.position_step
-    fixed = {name: C.load_cluttered_digits(name, position_step=step)[:2] for name in ("val", "test")}
-    return {
-        "train": C.ClutteredLoader(*train, C.CLUTTERED_SIZES["train"], config.batch_size, seed=config.seed,
-                                   augment=D.AUGMENTATIONS[config.augment], position_step=step, **common),
-        **{name: D.TensorLoader(*fixed[name], 500, max_value=1.0, **common) for name in fixed},
-    }
-
-
-class ConvTeacher(nn.Sequential):
-    """A small convnet, the teacher of DeiT-style distillation (Touvron et al., 2021).
-
-    (batch, in_chans, H, W) -> (batch, num_classes). Convolutions build in locality and translation
-    equivariance, which a ViT must otherwise learn from data; distilling the convnet's predictions
-    hands that bias to the ViT without changing the ViT itself.
-    """
-
-    def __init__(self, in_chans: int, num_classes: int, width: int = 32) -> None:
-        super().__init__(
-            nn.Conv2d(in_chans, width, 3, padding=1), nn.GELU(),
-            nn.Conv2d(width, 2 * width, 3, padding=1), nn.GELU(), nn.MaxPool2d(2),
-            nn.Conv2d(2 * width, 2 * width, 3, padding=1), nn.GELU(), nn.AdaptiveAvgPool2d(2),
-            nn.Flatten(), nn.Linear(8 * width, 4 * width), nn.GELU(), nn.Dropout(0.3),
-            nn.Linear(4 * width, num_classes),
-        )
-
-
-def distillation_loss(logits: Tensor, teacher_logits: Tensor, temperature: float = 0.0) -> Tensor:
-    """Hard (temperature 0): cross-entropy with the teacher's argmax as the label, as in DeiT. Soft: the
-    KL divergence between the softened distributions, times T^2 so gradients keep their scale (Hinton).
-
-    Used on a plain ViT's single head this is the Hinton-style baseline: the same head is pulled towards
-    the labels and towards the teacher. DeiT gives the teacher its own token: see distillation_token_loss."""
-    if temperature <= 0:
-        return F.cross_entropy(logits, teacher_logits.argmax(-1))
-    student = F.log_softmax(logits / temperature, dim=-1)  # (batch, classes)
-    teacher = F.log_softmax(teacher_logits / temperature, dim=-1)
-    return F.kl_div(student, teacher, reduction="batchmean", log_target=True) * temperature**2
-
-
-def distillation_token_loss(
-    cls_logits: Tensor, dist_logits: Tensor, labels: Tensor, teacher_logits: Tensor, alpha: float = 0.5,
-    temperature: float = 0.0, label_smoothing: float = 0.0,
-) -> Tensor:
-    """DeiT's distillation through attention: each of the two heads has its own target.
-
-    (1 - alpha) * CE([CLS] head, labels) + alpha * distillation_loss([DIST] head, teacher, temperature).
-    With alpha = 0.5 and temperature 0 this is DeiT's hard distillation,
-    1/2 CE(cls_logits, y) + 1/2 CE(dist_logits, argmax teacher). All logits are (batch, classes).
-    """
-    label_loss = F.cross_entropy(cls_logits, labels, label_smoothing=label_smoothing)
-    return (1 - alpha) * label_loss + alpha * distillation_loss(dist_logits, teacher_logits, temperature)
-
-
 @torch.no_grad()
-def evaluate(model: nn.Module, loader: D.TensorLoader) -> tuple[float, float]:
+def evaluate(model: nn.Module, loader: TensorLoader) -> tuple[float, float]:
     """Mean cross-entropy and accuracy of ``model`` over ``loader`` (eval mode, no smoothing)."""
     model.eval()
     loss_sum, correct, seen = 0.0, 0, 0
@@ -345,7 +258,7 @@ def evaluate(model: nn.Module, loader: D.TensorLoader) -> tuple[float, float]:
         loss_sum += F.cross_entropy(logits, labels, reduction="sum").item()
         correct += (logits.argmax(-1) == labels).sum().item()
         seen += len(labels)
-    loss_sum, correct, seen = DDP.all_sum([loss_sum, correct, seen], next(model.parameters()).device)
+    loss_sum, correct, seen = distributed.all_sum([loss_sum, correct, seen], next(model.parameters()).device)
     return loss_sum / seen, correct / seen
 
 
@@ -355,7 +268,7 @@ def evaluate(model: nn.Module, loader: D.TensorLoader) -> tuple[float, float]:
 
 
 def train_one_epoch(
-    model: nn.Module, loader: D.TensorLoader, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+    model: nn.Module, loader: TensorLoader, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
     config: TrainConfig, step: int, total_steps: int, teacher: Optional[nn.Module] = None, progress: bool = False,
     desc: str = "", precision: str = "auto",
 ) -> tuple[float, float, float, int]:
@@ -403,7 +316,7 @@ def train_one_epoch(
         loss_sum += loss.item() * len(labels)
         correct += (logits.argmax(-1) == labels).sum().item()
         seen += len(labels)
-    loss_sum, correct, seen = DDP.all_sum([loss_sum, correct, seen], device)
+    loss_sum, correct, seen = distributed.all_sum([loss_sum, correct, seen], device)
     return loss_sum / seen, correct / seen, seen / (time.perf_counter() - start), step
 
 
@@ -425,12 +338,12 @@ def fit(
     trains on its share of every batch, and only rank 0 logs and writes ``out``.
     """
     device = torch.device(device) if device is not None else get_device()
-    process = DDP.current()
+    process = distributed.current()
     if not process.is_main:
         log = _silent
     progress = sys.stderr.isatty() and process.is_main if progress is None else progress and process.is_main
     resuming = resume and out is not None and (Path(out) / STATE_FILE).exists()
-    DDP.barrier()  # every process has looked at `out` before rank 0 may write to it
+    distributed.barrier()  # every process has looked at `out` before rank 0 may write to it
     if resuming:
         config = TrainConfig(**json.loads((Path(out) / STATE_FILE).read_text())["config"])
     config = prepare_config(config)
@@ -438,6 +351,7 @@ def fit(
     seed_everything(config.seed)
     loaders = make_loaders(config, device)
     model = create_model(config.model, **config.model_kwargs).to(device)
+    attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=False))
     optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
     scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
     teacher = (train_teacher(config, loaders, device, out, progress, log, precision) if config.teacher_epochs
@@ -445,7 +359,7 @@ def fit(
     if hasattr(model, "set_distilled_training"):  # DeiT: two outputs in training only when there is a teacher
         model.set_distilled_training(teacher is not None)
     # DDP averages gradients over processes; a DeiT trained without teacher leaves its [DIST] head unused.
-    trained = DDP.wrap(model, device, find_unused_parameters=hasattr(model, "set_distilled_training") and
+    trained = distributed.wrap(model, device, find_unused_parameters=hasattr(model, "set_distilled_training") and
                        teacher is None)
     if compile:
         trained = torch.compile(trained)
@@ -472,7 +386,8 @@ def fit(
         if out is not None and process.is_main:
             save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
     _, test_acc = evaluate(model, loaders["test"])
-    DDP.barrier()  # the last checkpoint is complete before any process goes on (and perhaps reads it)
+    distributed.barrier()  # the last checkpoint is complete before any process goes on (and perhaps reads it)
+    attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=True))
     return Result(model, history, test_acc, config, optimizer, teacher)
 
 
@@ -481,7 +396,7 @@ def _silent(_: str) -> None:
 
 
 def train_teacher(
-    config: TrainConfig, loaders: dict[str, D.TensorLoader], device: torch.device,
+    config: TrainConfig, loaders: dict[str, TensorLoader], device: torch.device,
     out: str | os.PathLike | None = None, progress: bool = False, log: Callable[[str], None] = print,
     precision: str = "auto",
 ) -> nn.Module:
@@ -490,7 +405,7 @@ def train_teacher(
     teacher = ConvTeacher(images.shape[1], int(loaders["val"].labels.max()) + 1).to(device)
     path = Path(out) / TEACHER_FILE if out is not None else None
     saved = path is not None and path.exists()
-    DDP.barrier()  # all processes decide before rank 0 may write the file
+    distributed.barrier()  # all processes decide before rank 0 may write the file
     if saved:  # a resumed run distils from the very same teacher
         teacher.load_state_dict(load_file(str(path), device=str(device)))
         return teacher.eval()
@@ -498,8 +413,8 @@ def train_teacher(
     scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
     teacher_config = replace(config, epochs=config.teacher_epochs, warmup_epochs=1.0)
     step, total_steps = 0, config.teacher_epochs * len(loaders["train"])
-    torch.manual_seed(config.seed + 1 + 7_919 * DDP.current().rank)
-    trained = DDP.wrap(teacher, device)
+    torch.manual_seed(config.seed + 1 + 7_919 * distributed.current().rank)
+    trained = distributed.wrap(teacher, device)
     for epoch in range(config.teacher_epochs):
         loaders["train"].set_epoch(10_000 + epoch)  # batches of its own, independent of the student's
         _, _, _, step = train_one_epoch(trained, loaders["train"], optimizer, scaler, teacher_config, step,
@@ -508,78 +423,22 @@ def train_teacher(
     _, val_acc = evaluate(teacher, loaders["val"])
     log(f"teacher: {count_parameters(teacher):,}-parameter convnet, {config.teacher_epochs} epochs, "
         f"val acc {val_acc:.3f}")
-    if path is not None and DDP.current().is_main:
+    if path is not None and distributed.current().is_main:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic(path, lambda p: save_file({k: v.contiguous() for k, v in teacher.state_dict().items()}, str(p)))
+        save_state_dict(path, teacher)
     return teacher.eval()
-
-
-# ----------------------------------------------------------------------------------------------------
-# Checkpoints: tensors in safetensors (no pickle, so loading cannot run code), the rest in JSON.
-# ----------------------------------------------------------------------------------------------------
-
-MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "train_state.json"
-TEACHER_FILE = "teacher.safetensors"
-
-
-def _atomic(path: Path, write: Callable[[Path], None]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)  # a crash mid-write leaves the previous checkpoint intact
-
-
-def save_checkpoint(
-    out: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-    config: TrainConfig, history: History, epoch: int, step: int,
-) -> None:
-    """Write model weights, optimizer state and a JSON of everything else into the folder ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = {"epoch": str(epoch), "step": str(step)}  # in every file, to detect a torn checkpoint
-    weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    opt = optimizer.state_dict()
-    # AdamW's state is {param index: {"step", "exp_avg", "exp_avg_sq"}}: flatten to "state.3.exp_avg".
-    opt_tensors = {f"state.{i}.{k}": v.detach().cpu().contiguous().clone()
-                   for i, s in opt["state"].items() for k, v in s.items()}
-    state = {"config": asdict(config), "history": asdict(history), "epoch": epoch, "step": step,
-             "optimizer_param_groups": opt["param_groups"], "scaler": scaler.state_dict()}
-    _atomic(out / MODEL_FILE, lambda p: save_file(weights, str(p), metadata=stamp))
-    _atomic(out / OPTIMIZER_FILE, lambda p: save_file(opt_tensors, str(p), metadata=stamp))
-    _atomic(out / STATE_FILE, lambda p: p.write_text(json.dumps(state, indent=1)))
-
-
-def load_checkpoint(
-    out: str | os.PathLike, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
-    scaler: Optional[torch.amp.GradScaler] = None,
-) -> dict[str, Any]:
-    """Restore ``model`` (and optimizer, scaler) in place from the folder ``out``; return the JSON state."""
-    out = Path(out)
-    state = json.loads((out / STATE_FILE).read_text())
-    device = next(model.parameters()).device
-    model.load_state_dict(load_file(str(out / MODEL_FILE), device=str(device)))
-    if optimizer is not None:
-        flat = load_file(str(out / OPTIMIZER_FILE), device=str(device))
-        nested: dict[int, dict[str, Tensor]] = {}
-        for key, value in flat.items():
-            _, index, name = key.split(".", 2)
-            nested.setdefault(int(index), {})[name] = value
-        optimizer.load_state_dict({"state": nested, "param_groups": state["optimizer_param_groups"]})
-    if scaler is not None and state.get("scaler"):
-        scaler.load_state_dict(state["scaler"])
-    for name in (MODEL_FILE, OPTIMIZER_FILE) if optimizer is not None else (MODEL_FILE,):
-        with safe_open(str(out / name), framework="pt") as f:
-            meta = f.metadata() or {}
-        if meta.get("epoch") != str(state["epoch"]):
-            raise ValueError(f"{out / name} is from epoch {meta.get('epoch')} but {STATE_FILE} says epoch "
-                             f"{state['epoch']}: the checkpoint was interrupted while saving; re-run that epoch")
-    return state
 
 
 def load_trained(out: str | os.PathLike, device: torch.device | str = "cpu") -> tuple[nn.Module, TrainConfig]:
     """Rebuild the model saved in ``out`` from its config and weights, ready for ``model.eval()``."""
     config = TrainConfig(**json.loads((Path(out) / STATE_FILE).read_text())["config"])
     model = create_model(config.model, **config.model_kwargs).to(device)
-    load_checkpoint(out, model)
+    state = load_checkpoint(out, model)
+    recorded = state.get("pretrained_cfg")
+    if recorded:  # the statistics of the data it was trained on (older checkpoints: the registry's)
+        keep = ("input_size", "num_classes", "mean", "std", "interpolation", "crop_pct", "crop_mode", "label_names")
+        attach_pretrained_cfg(model, make_pretrained_cfg(**{k: recorded[k] for k in keep if k in recorded},
+                                                         source=f"{Path(out) / STATE_FILE}", trained=True))
     return model.eval(), config
 
 
@@ -608,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weight-decay", type=float, help="AdamW weight decay on weight matrices")
     p.add_argument("--label-smoothing", type=float, help="probability mass spread over all classes")
     p.add_argument("--grad-clip", type=float, help="max global gradient norm (0 disables clipping)")
-    p.add_argument("--augment", choices=sorted(D.AUGMENTATIONS), help="training augmentation")
+    p.add_argument("--augment", choices=sorted(AUGMENTATIONS), help="training augmentation")
     p.add_argument("--teacher-epochs", type=int, help="train a small CNN teacher this many epochs first and "
                    "distil it into the ViT, as in DeiT (0 = no teacher)")
     p.add_argument("--distill-alpha", type=float, help="weight of the distillation loss (0..1)")
@@ -642,7 +501,7 @@ def main(argv: Optional[list[str]] = None) -> float:
     if args.model is not None and args.model != PRESETS[args.dataset].model:
         overrides["model_kwargs"] = {}  # the preset's overrides were tuned for its own model
     config = replace(PRESETS[args.dataset], **overrides)
-    process, device, started = DDP.setup(args.device)  # under torchrun: join the other processes
+    process, device, started = distributed.setup(args.device)  # under torchrun: join the other processes
     say = print if process.is_main else _silent
     try:
         if process.distributed:
@@ -658,21 +517,19 @@ def main(argv: Optional[list[str]] = None) -> float:
             say(f"weights written to {args.save_weights}")
         say(f"test accuracy: {result.test_acc:.4f}")
     finally:
-        DDP.cleanup(started)
+        distributed.cleanup(started)
     return result.test_acc
 
 
-def save_weights(path: str | os.PathLike, result: Result) -> None:
-    """Write a trained model for shipping: weights only (no optimizer), the recipe and accuracies as metadata.
 
-    ``vitedu.create_model(result.config.model, pretrained=True)`` loads such a file once it is listed in
-    ``vitedu.models.SHIPPED_WEIGHTS``; ``vitedu.models.shipped_metadata`` reads the metadata back.
-    """
-    weights = {k: v.detach().cpu().contiguous() for k, v in result.model.state_dict().items()}
-    meta = {"model": result.config.model, "config": json.dumps(asdict(result.config)),
-            "val_acc": f"{result.history.val_acc[-1]:.4f}", "test_acc": f"{result.test_acc:.4f}"}
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    _atomic(Path(path), lambda p: save_file(weights, str(p), metadata=meta))
+# Names that live in their own modules and that the chapters and tests know as vitedu.train.<name>.
+__all__ = [
+    "MODEL_FILE", "OPTIMIZER_FILE", "PRECISIONS", "PRESETS", "STATE_FILE", "TEACHER_FILE", "ConvTeacher", "History",
+    "Result", "TrainConfig", "amp_dtype", "autocast_dtype", "build_parser", "data_cfg", "distillation_loss",
+    "distillation_token_loss", "evaluate", "fit", "load_checkpoint", "load_trained", "lr_at", "main", "make_loaders",
+    "model_kwargs", "param_groups", "parse_args", "prepare_config", "save_checkpoint", "save_weights",
+    "train_one_epoch", "train_teacher",
+]
 
 
 if __name__ == "__main__":

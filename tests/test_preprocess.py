@@ -1,0 +1,198 @@
+"""pretrained_cfg, create_transform and the input guard (vitedu.preprocess), for every source of weights:
+shipped with vitedu, timm's hub layout, Hugging Face's layout, a bare state_dict, random weights."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import vitedu
+from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD
+from vitedu.digits import DIGITS_MEAN, DIGITS_STD
+from vitedu.preprocess import create_transform, make_pretrained_cfg
+
+MEAN, STD = (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)  # deliberately not a standard set, so a default cannot pass
+
+
+def _raw(n=2, channels=3, size=32, seed=0):
+    """Raw images in [0, 1], as a user has them before any preprocessing."""
+    return torch.rand(n, channels, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def _normalised(images, mean, std):
+    return (images - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
+
+
+# ---- shipped weights: the plain three lines give the documented accuracy; the plainer call stops ----
+
+def test_shipped_model_plain_use_gives_its_accuracy_and_raw_canvases_are_refused():
+    model = vitedu.create_model("vit_cluttered_digits", pretrained=True).eval()
+    cfg = model.pretrained_cfg
+    assert cfg["input_size"] == (1, 32, 32) and cfg["mean"] == CLUTTERED_MEAN and cfg["std"] == CLUTTERED_STD
+    assert cfg["num_classes"] == 10 and cfg["label_names"] == tuple("0123456789")
+    images, labels, _ = vitedu.load_cluttered_digits("test", 500)
+    with torch.no_grad():
+        x = vitedu.create_transform(model)(images)
+        assert torch.allclose(x, (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0])
+        accuracy = (model(x).argmax(-1) == labels).float().mean().item()
+        assert accuracy > 0.9
+        with pytest.raises(ValueError, match=r"vitedu\.create_transform\(model\)"):
+            model(images)
+        with pytest.raises(ValueError, match="normalised inputs"):
+            model.attention_maps(images)  # the guard sits on the patch embedding: every path is covered
+        model.train()
+        model(images)  # training mode never checks (augmented batches may be anything)
+        model.eval()
+        model.pretrained_cfg["check_inputs"] = False  # non-negative by design: the documented switch
+        assert (model(images).argmax(-1) == labels).float().mean().item() < 0.5  # ... and why the guard exists
+
+
+def test_random_weights_carry_the_registry_cfg_and_are_never_checked():
+    model = vitedu.create_model("vit_digits_patch4_8").eval()
+    assert model.pretrained_cfg["mean"] == DIGITS_MEAN and model.pretrained_cfg["std"] == DIGITS_STD
+    assert model.pretrained_cfg["trained"] is False
+    model(_raw(2, 1, 8))  # random weights: no answer to protect
+    timm_named = vitedu.create_model("vit_tiny_patch16_224", depth=1)
+    cfg = timm_named.pretrained_cfg
+    assert cfg["mean"] is None and cfg["std"] is None and "tag decides" in cfg["source"]
+    with pytest.raises(ValueError, match="mean and std are None"):
+        create_transform(timm_named)
+    other = vitedu.create_model("vit_digits_patch2_8", in_chans=3)  # the digits' statistics are for one channel
+    assert other.pretrained_cfg["mean"] is None and other.pretrained_cfg["input_size"] == (3, 8, 8)
+
+
+# ---- timm's hub layout: config.json's pretrained_cfg ----
+
+def _timm_dir(tmp_path, pretrained_cfg):
+    model = vitedu.VisionTransformer(img_size=32, patch_size=16, embed_dim=192, depth=1, num_heads=3, num_classes=5)
+    save_file(model.state_dict(), tmp_path / "model.safetensors")
+    config = {"architecture": "vit_tiny_patch16_224", "num_classes": 5, "label_names": list("abcde"),
+              "model_args": {"img_size": 32, "depth": 1}, "pretrained_cfg": pretrained_cfg}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return model.eval()
+
+
+def test_timm_layout_cfg_comes_from_its_config_json(tmp_path):
+    reference = _timm_dir(tmp_path, {"input_size": [3, 32, 32], "mean": list(MEAN), "std": list(STD),
+                                     "interpolation": "bilinear", "crop_pct": 0.875})
+    model = vitedu.from_pretrained(tmp_path)
+    cfg = model.pretrained_cfg
+    assert cfg["mean"] == MEAN and cfg["std"] == STD and cfg["interpolation"] == "bilinear"
+    assert cfg["crop_pct"] == 0.875 and cfg["input_size"] == (3, 32, 32) and cfg["label_names"] == tuple("abcde")
+    images = _raw()
+    x = create_transform(model)(images)
+    assert torch.allclose(x, _normalised(images, MEAN, STD), atol=1e-6)
+    with torch.no_grad():
+        assert torch.allclose(model(x), reference(x), atol=1e-5)
+        with pytest.raises(ValueError, match=r"vitedu\.create_transform\(model\)"):
+            model(images)
+
+
+def test_timm_layout_without_mean_says_unknown(tmp_path):
+    _timm_dir(tmp_path, {"input_size": [3, 32, 32]})
+    model = vitedu.from_pretrained(tmp_path)
+    assert model.pretrained_cfg["mean"] is None and "no mean/std" in model.pretrained_cfg["source"]
+    with torch.no_grad():
+        model(_raw())  # nothing states the normalisation, so nothing is enforced
+    with pytest.raises(ValueError, match="not known"):
+        create_transform(model)
+    x = create_transform(model, mean=MEAN, std=STD)(_raw())  # the values from the model card, passed explicitly
+    assert torch.allclose(x, _normalised(_raw(), MEAN, STD), atol=1e-6)
+
+
+# ---- Hugging Face's layout: preprocessor_config.json ----
+
+def test_hugging_face_cfg_comes_from_its_preprocessor_config(tmp_path):
+    transformers = pytest.importorskip("transformers", reason="transformers is a test dependency")
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(image_size=32, patch_size=8, hidden_size=48, num_hidden_layers=1,
+                                    num_attention_heads=3, intermediate_size=96, num_labels=4)
+    theirs = transformers.ViTForImageClassification(config).eval()
+    theirs.save_pretrained(tmp_path)
+    model = vitedu.from_pretrained(tmp_path)
+    assert model.pretrained_cfg["mean"] is None  # no preprocessor_config.json yet: unknown, not guessed
+    assert "no preprocessor_config.json" in model.pretrained_cfg["source"]
+
+    processor = transformers.ViTImageProcessor(image_mean=list(MEAN), image_std=list(STD),
+                                               size={"height": 32, "width": 32}, resample=3)
+    processor.save_pretrained(tmp_path)
+    model = vitedu.from_pretrained(tmp_path)
+    cfg = model.pretrained_cfg
+    assert cfg["mean"] == MEAN and cfg["std"] == STD and cfg["interpolation"] == "bicubic"
+    assert cfg["crop_mode"] == "squash" and cfg["input_size"] == (3, 32, 32) and cfg["num_classes"] == 4
+    # Pixels on the 8-bit grid: Hugging Face resizes through PIL (uint8), which then changes nothing.
+    images = torch.randint(0, 256, (2, 3, 32, 32), generator=torch.Generator().manual_seed(3)) / 255
+    ours = create_transform(model)(images)
+    reference = processor(images=list(images), return_tensors="pt", do_rescale=False)["pixel_values"]
+    assert torch.allclose(ours, reference, atol=1e-5)
+    with torch.no_grad():
+        assert torch.allclose(model(ours), theirs(reference).logits, atol=1e-4)
+        with pytest.raises(ValueError, match=r"vitedu\.create_transform\(model\)"):
+            model(images)
+
+
+def test_bare_state_dict_records_no_normalisation(tmp_path):
+    vit = vitedu.VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=1, num_heads=3, num_classes=5)
+    path = tmp_path / "weights.safetensors"
+    save_file(vit.state_dict(), path)
+    with pytest.warns(UserWarning, match="bare state_dict"):
+        model = vitedu.from_pretrained(path, num_heads=3)
+    cfg = model.pretrained_cfg
+    assert cfg["mean"] is None and cfg["interpolation"] is None and cfg["input_size"] == (3, 32, 32)
+    with pytest.raises(ValueError, match="not known"):
+        create_transform(model)
+
+
+# ---- the transform itself ----
+
+def test_transform_resizes_the_shorter_side_and_crops_the_centre_like_timm():
+    cfg = make_pretrained_cfg(input_size=(1, 8, 8), num_classes=2, mean=(0.0,), std=(1.0,),
+                              interpolation="nearest", crop_pct=0.5)
+    image = torch.arange(32 * 48, dtype=torch.float32).reshape(1, 32, 48) / (32 * 48)
+    out = create_transform(cfg)(image)  # shorter side 32 -> 8 / 0.5 = 16, i.e. 16 x 24, then the centre 8 x 8
+    resized = torch.nn.functional.interpolate(image[None], size=(16, 24), mode="nearest")[0]
+    assert out.shape == (1, 8, 8) and torch.equal(out, resized[:, 4:12, 8:16])
+    squash = create_transform(cfg, crop_mode="squash")(image)  # Hugging Face: both sides straight to the target
+    assert torch.equal(squash, torch.nn.functional.interpolate(image[None], size=(8, 8), mode="nearest")[0])
+
+
+def test_transform_takes_pil_images_and_lists_of_them():
+    pil = pytest.importorskip("PIL.Image")
+    cfg = make_pretrained_cfg(input_size=(3, 4, 4), num_classes=2, mean=(0.5,) * 3, std=(0.5,) * 3)
+    array = (torch.arange(48, dtype=torch.uint8) * 5).reshape(4, 4, 3)
+    image = pil.fromarray(array.numpy(), mode="RGB")
+    one = create_transform(cfg)(image)
+    expected = (array.permute(2, 0, 1).float() / 255 - 0.5) / 0.5
+    assert one.shape == (3, 4, 4) and torch.allclose(one, expected)
+    assert torch.allclose(create_transform(cfg)([image, image]), torch.stack([expected, expected]))
+    grey = create_transform(make_pretrained_cfg(input_size=(1, 4, 4), num_classes=2, mean=(0.0,), std=(1.0,)))
+    assert grey(image).shape == (1, 4, 4)
+
+
+def test_transform_refuses_what_would_silently_go_wrong():
+    cfg = make_pretrained_cfg(input_size=(1, 8, 8), num_classes=2, mean=(0.5,), std=(0.5,))
+    transform = create_transform(cfg)
+    with pytest.raises(TypeError, match="divide by the largest pixel value"):
+        transform(torch.zeros(1, 1, 8, 8, dtype=torch.uint8))
+    with pytest.raises(ValueError, match="already normalised"):
+        transform(transform(_raw(1, 1, 8)))  # normalising twice
+    with pytest.raises(ValueError, match="1-channel"):
+        transform(_raw(1, 3, 8))
+    with pytest.raises(ValueError, match="does not say how"):
+        create_transform({**cfg, "interpolation": None})(_raw(1, 1, 16))
+    with pytest.raises(ValueError, match="one value per input channel"):
+        make_pretrained_cfg(input_size=(3, 8, 8), num_classes=2, mean=(0.5,), std=(0.5,))
+    with pytest.raises(ValueError, match="has no pretrained_cfg"):
+        create_transform(torch.nn.Linear(2, 2))
+
+
+def test_fit_result_carries_the_statistics_of_its_training_data():
+    from dataclasses import replace
+
+    config = replace(vitedu.PRESETS["digits"], epochs=1, teacher_epochs=0, model="vit_digits_patch2_8",
+                     model_kwargs={"embed_dim": 16, "depth": 1, "num_heads": 2}, train_fraction=0.1)
+    result = vitedu.fit(config, device="cpu", log=lambda _: None, progress=False)
+    cfg = result.model.pretrained_cfg
+    assert cfg["trained"] and cfg["mean"] == pytest.approx(DIGITS_MEAN) and cfg["std"] == pytest.approx(DIGITS_STD)
+    assert "vitedu.train.fit" in cfg["source"]

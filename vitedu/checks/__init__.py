@@ -1,0 +1,86 @@
+"""Checks for the assignments: feedback that teaches instead of a bare ``AssertionError``.
+
+    from vitedu.checks import check_attention
+    check_attention(attention)    # prints "✓ check_attention passed ..." or raises CheckFailed
+
+Each check runs the student's function (or builds the student's module) on fresh random inputs of
+its own and compares the result with the reference in ``vitedu``. When they differ, it also computes a
+few *deliberately wrong* variants - softmax over the wrong axis, no scale, heads merged in the wrong
+order, [CLS] at the wrong end, ... - and when the student's result matches one of them, the message
+names that mistake and its fix. Inputs use their own random generator, so a check never changes the
+random numbers of the notebook that calls it, and they live on ``device`` (default: the best
+available), so a correct solution passes on CPU and GPU alike. Every check runs a second set of sizes
+(another d_k, number of heads, stride, ...): code that passes the first and fails the second has a size
+written in as a number, and the message says so.
+
+The mistakes diagnosed by name (each has a test in tests/test_checks.py that plants it and expects its hint):
+
+- check_attention_weights, check_attention: softmax over the queries axis; softmax missing; scale missing,
+  1/d_k, or multiplied; keys compared with queries (k q^T); transposed weights (check_attention);
+  ``k.T`` on batched inputs; a hard-coded d_k (e.g. sqrt(8)); a naive exp / sum softmax that turns
+  large logits into NaN (numerically unstable); a wrong shape, with the axis named.
+- check_masked_attention: the mask ignored; the mask inverted; weights zeroed after the softmax;
+  logits multiplied by the mask; NaN for a fully masked query; uniform weights (a finite fill such as
+  -1e9) for a fully masked query; hard-coded sizes.
+- check_single_head: sqrt(D) instead of sqrt(d_k); queries and keys swapped; the wrong value
+  projection; softmax axis; scale mistakes; a hard-coded d_k; missing projection (shape).
+- check_multi_head_split, check_multi_head_merge: a plain reshape without the transpose; interleaved
+  heads ('(d h)'); heads axis not moved; heads of width num_heads (head width wrong); a hard-coded
+  number of heads.
+- check_multi_head_attention: scale by sqrt(D) or sqrt(h) instead of sqrt(d_k); split into head_dim
+  heads (head width wrong); no split at all (one head); heads merged or split in the wrong order;
+  output projection missing; wrong [q | k | v] slices; a hard-coded size.
+- check_patchify, check_patch_embedding: column-major patch order; (channel, row, column) order inside
+  a patch; rows and columns swapped inside a patch; a plain reshape; missing bias.
+- check_unfold_embedding: the kernel reordered to (row, column, channel); missing bias; tokens and
+  features not transposed; stride hard-coded to the kernel size (overlapping windows).
+- check_encoder_block: post-norm; a missing residual connection (either or both); the normalised tokens
+  on the skip path; norm1 used twice; parallel sub-layers; no LayerNorms.
+- check_vit_forward: [CLS] at the wrong end; positions not added, or not for [CLS]; mean pooling;
+  final LayerNorm missing; logits for every token (shape).
+- check_train_epoch: ``model.train()`` missing; ``optimizer.step()`` missing; ``zero_grad()`` missing
+  (gradients accumulate); a tensor returned instead of a float; the mean of batch losses instead of
+  the mean per image.
+
+The checks live in one module per assignment (``a1_attention``, ``a2_patches_to_vit``, ``a3_training``) and share
+the machinery of ``vitedu.checks.diagnosis``; every check is importable from ``vitedu.checks``.
+"""
+
+from .a1_attention import (
+    check_attention,
+    check_attention_weights,
+    check_masked_attention,
+    check_multi_head_attention,
+    check_multi_head_merge,
+    check_multi_head_split,
+    check_single_head,
+)
+from .a2_patches_to_vit import (
+    check_encoder_block,
+    check_patch_embedding,
+    check_patchify,
+    check_unfold_embedding,
+    check_vit_forward,
+)
+from .a3_training import check_train_epoch
+from .diagnosis import TOLERANCE, CheckFailed
+
+__all__ = [
+    "CheckFailed",
+    "TOLERANCE",
+    "check_attention",
+    "check_attention_weights",
+    "check_encoder_block",
+    "check_masked_attention",
+    "check_multi_head_attention",
+    "check_multi_head_merge",
+    "check_multi_head_split",
+    "check_patch_embedding",
+    "check_patchify",
+    "check_single_head",
+    "check_train_epoch",
+    "check_unfold_embedding",
+    "check_vit_forward",
+]
+
+# Results count as equal within this fraction of the reference's largest value. Loose enough for

@@ -1,0 +1,181 @@
+"""The machinery every assignment check shares: run the student's code, compare with the reference, diagnose.
+
+``run_student`` turns the student's exceptions (``NotImplementedError`` of an unfilled cell, a shape error)
+into a ``CheckFailed`` that says where; ``diagnose`` compares a result with the reference and with deliberately
+wrong variants and names the mistake the result matches; ``other_sizes`` re-runs a check at a second set of sizes
+to catch sizes written in as numbers. Inputs come from a generator of the check's own (``randn``), so a check
+never changes the notebook's random numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import Tensor, nn
+
+from ..utils import get_device
+
+TOLERANCE = 2e-3
+
+
+class CheckFailed(AssertionError):
+    """A check found a mistake; the message names the likely mistake and how to fix it."""
+
+
+# ----------------------------------------------------------------------------------------------------
+# Running the student's code
+
+
+def _where_not_implemented(err: BaseException) -> str:
+    """The (qualified) name of the innermost function that raised, e.g. ``PatchEmbed.forward``."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "this function"
+    code = tb.tb_frame.f_code
+    return getattr(code, "co_qualname", code.co_name)  # co_qualname: Python 3.11+
+
+
+def run_student(fn: Callable[..., Any], *args: Any, what: str, hint: str = "") -> Any:
+    """Call the student's code; turn a stub or a crash into a CheckFailed that says what to do."""
+    try:
+        return fn(*args)
+    except NotImplementedError as err:
+        raise CheckFailed(
+            f"you have not implemented `{_where_not_implemented(err)}` yet (it raises NotImplementedError). "
+            "Replace `raise NotImplementedError()` with your code, run that cell, then run this check again."
+        ) from None
+    except Exception as err:
+        shapes = ", ".join(f"{tuple(a.shape)}" for a in args if isinstance(a, Tensor))
+        extra = ""
+        if "same device" in str(err):
+            extra = (
+                " Create new tensors on the device of the inputs (e.g. torch.zeros_like(x), "
+                "torch.ones(..., device=x.device)) instead of the default CPU."
+            )
+        elif "view size is not compatible" in str(err):
+            extra = " After a transpose the memory is not contiguous: use .reshape(...) instead of .view(...)."
+        raise CheckFailed(
+            f"{what} raised {type(err).__name__}: {err}"
+            + (f"\n(called with tensors of shape {shapes})" if shapes else "")
+            + (f"\n{extra.strip()}" if extra else "")
+            + (f"\nHint: {hint}" if hint else "")
+        ) from err
+
+
+def build_student(cls: Callable[..., nn.Module], reference: nn.Module, what: str, device: torch.device, **kwargs: Any):
+    """Instantiate the student's module and give it the reference's (randomised) parameters."""
+    with torch.random.fork_rng(devices=[]):  # the notebook's random numbers stay as they were
+        module = run_student(cls, *kwargs.values(), what=f"creating {what}")
+    if not isinstance(module, nn.Module):
+        raise CheckFailed(f"{what} should be an nn.Module class, but calling it returned {type(module).__name__}")
+    try:
+        module.load_state_dict(reference.state_dict())
+    except RuntimeError as err:
+        raise CheckFailed(
+            f"{what} does not have the layers of the given __init__ (the names and shapes must match "
+            f"vitedu's {type(reference).__name__}, so that the check can copy its weights):\n{err}\n"
+            "Keep the __init__ you were given and write only forward()."
+        ) from None
+    return module.to(device).eval()
+
+
+def tensor_out(out: Any, what: str) -> Tensor:
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], Tensor):
+        out = out[0]  # e.g. (output, attention weights)
+    if not isinstance(out, Tensor):
+        raise CheckFailed(
+            f"{what} should return a tensor, but it returned {type(out).__name__}. Did you forget `return`?"
+        )
+    return out.detach()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Comparing with the reference and with the deliberately wrong variants
+
+
+def close(got: Tensor, ref: Tensor) -> bool:
+    if got.shape != ref.shape:
+        return False
+    got = got.to(device=ref.device, dtype=ref.dtype)
+    if not torch.isfinite(got).all():
+        return False
+    return bool((got - ref).abs().max() <= TOLERANCE * ref.abs().max() + 1e-5)
+
+
+def check_shape(got: Tensor, expected: tuple[int, ...], axes: tuple[str, ...], what: str, hints=None) -> None:
+    """Raise a CheckFailed that names the wrong axis (and a mistake-specific hint, if one is known)."""
+    if tuple(got.shape) == tuple(expected):
+        return
+    hints = hints or {}
+    named = ", ".join(f"{name}={size}" for name, size in zip(axes, expected))
+    message = f"{what} returned shape {tuple(got.shape)}, expected {tuple(expected)} = ({named})."
+    if got.dim() != len(expected):
+        message += f" It has {got.dim()} axes instead of {len(expected)}."
+    elif sorted(got.shape) == sorted(expected):
+        message += " The sizes are right but the axes are in the wrong order."
+    else:
+        wrong = [f"axis {i} ({name}) has size {g} instead of {e}"
+                 for i, (name, g, e) in enumerate(zip(axes, got.shape, expected)) if g != e]
+        message += " " + "; ".join(wrong) + "."
+    hint = hints.get(tuple(got.shape))
+    raise CheckFailed(message + (f"\n{hint}" if hint else ""))
+
+
+def diagnose(got: Tensor, ref: Tensor, variants: list[tuple[str, Callable[[], Tensor]]], what: str,
+              otherwise: str = "") -> None:
+    """Pass if ``got`` matches ``ref``; else name the first deliberately wrong variant it matches."""
+    if close(got, ref):
+        return
+    if not torch.isfinite(got).all():
+        raise CheckFailed(f"{what} returned NaN or inf values. Look for a division by zero or a log of zero.")
+    for hint, variant in variants:
+        if close(got, variant()):
+            raise CheckFailed(f"{what}: {hint}")
+    err = (got.to(ref.device, ref.dtype) - ref).abs().max().item()
+    raise CheckFailed(
+        f"{what} returns the right shape but wrong values: the largest difference from vitedu's result is "
+        f"{err:.3g} (the reference's values reach {ref.abs().max().item():.3g}). "
+        + (otherwise or "Compare your code with the formula in the text, one line at a time.")
+    )
+
+
+def passed(name: str, detail: str) -> None:
+    print(f"✓ {name} passed: {detail}")
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    return get_device() if device is None else torch.device(device)
+
+
+def randn(gen: torch.Generator, *shape: int, device: torch.device) -> Tensor:
+    return torch.randn(*shape, generator=gen).to(device)
+
+
+def other_sizes(first: str, second: str, run: Callable[[], None]) -> None:
+    """Run a check's second configuration. The first one passed, so a failure here means a hard-coded size."""
+    try:
+        run()
+    except CheckFailed as err:
+        raise CheckFailed(
+            f"a size is hard-coded: your code is right for {first} but not for {second}. Read every size from "
+            "the inputs (q.shape[-1], x.shape, num_heads, self.head_dim, conv.stride), never write a number.\n"
+            f"What went wrong with the second sizes: {err}"
+        ) from None
+
+
+_UNSTABLE = (
+    "the softmax is numerically unstable: with large logits (here up to {top:.0f}) exp() overflows to inf and "
+    "inf / inf gives NaN. Use torch.softmax(logits, dim=-1), which subtracts each row's maximum before exp() "
+    "(softmax(z) = softmax(z - max z))."
+)
+
+
+def check_large_logits(fn: Callable[..., Any], args: tuple, ref: Tensor, logits: Tensor, what: str) -> None:
+    """Large logits are where a naive exp(z) / exp(z).sum() breaks down (exp(89) is inf in float32)."""
+    got = tensor_out(run_student(fn, *args, what=what), what)
+    if not torch.isfinite(got).all():
+        raise CheckFailed(f"{what}: " + _UNSTABLE.format(top=logits.abs().max().item()))
+    diagnose(got, ref, [], what)
