@@ -17,7 +17,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
+# The official badge image, as the notebooks show it (on GitHub, in Jupyter). The book shows a local
+# copy instead (book/_static/colab-badge.svg, swapped in by book/_ext/vitedu_book.py), which Sphinx
+# serves as _images/colab-badge.svg: the book requests nothing from another host.
 COLAB_BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
+LOCAL_BADGE_IMAGE = "_images/colab-badge.svg"
 
 
 def book_config() -> dict:

@@ -8,17 +8,17 @@ reference pages) the test loads `_build/html/<page>.html` from disk and checks t
 - every local `<img>` has loaded (natural width > 0): figures, logos;
 - chapter (notebook) pages show their code cells and the stored outputs, as many as the notebook has,
   and the rocket menu's "Launch on Colab" link and the badge open this notebook on Colab;
+- nothing scrolls sideways: at 1280 px (a laptop, with the contents sidebar) no code cell and no
+  output is wider than its box, and at 390 px (a phone) the page itself is not wider than the screen
+  (a code block may scroll inside its own box there: a phone shows 38 columns);
 and writes a full-page screenshot to `_build/screenshots/<page>.png` for a person to look at.
+The attention explorer (book/explorer.md) is driven too: a click on a patch changes the maps, and the
+numbers it shows are those of its data file.
 
-Offline by design: the test aborts every request that is not `file://`. One external resource is
-expected and therefore *not* checked here:
-- the Colab badge image (colab.research.google.com/assets/colab-badge.svg) cannot load offline. The
-  test does not fake it with a local copy (that would prove nothing about the real image); it asserts
-  that the badge is the *only* external image on a page, that it is exactly the official badge URL,
-  and that every badge links to a notebook of this repository on Colab (on a chapter page: to this
-  chapter). Every local image is checked strictly.
-Any other external request (a MathJax CDN included), or any console error not caused by aborting the
-badge, fails the test.
+Offline by design: the test aborts every request that is not `file://`, and *any* request to another
+host fails it. The Colab badge is a local image (book/_static/colab-badge.svg, swapped in for Colab's
+own at build time); every badge must link to a notebook of this repository on Colab (on a chapter
+page: to this chapter).
 
 Chromium is Debian's `chromium` package driven by Playwright (`executable_path`; no browser download).
 Without it the test is skipped with the reason, except under CI (`CI=true`), where it fails.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from book_pages import COLAB_BADGE_IMAGE, ROOT, Page, colab_url, ensure_built, toc_pages
+from book_pages import HTML, LOCAL_BADGE_IMAGE, ROOT, Page, colab_url, ensure_built, toc_pages
 
 pytestmark = pytest.mark.book
 
@@ -42,9 +42,15 @@ CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-# External URLs a page may request; they are aborted (offline) and their load errors are expected.
-EXPECTED_EXTERNAL = {
-    COLAB_BADGE_IMAGE: "the Colab badge in each notebook's first cell",
+# External URLs a page may request: none (the book works offline).
+EXPECTED_EXTERNAL: dict[str, str] = {}
+WIDE, PHONE = 1280, 390
+# Pages not yet held to "nothing scrolls sideways", each with its reason (strict: a page that already
+# passes fails until its entry is removed).
+SCROLL_PENDING = {
+    "notebooks/08_inside_a_vit": "chapter 8 is being rewritten; its code will be wrapped to 76 columns then",
+    "notebooks/06_vision_transformer": "chapter 6's Hugging Face cells are being rewritten on another branch",
+    "book/how_to_run": "how_to_run.md has two shell commands over 76 columns",
 }
 # Notebook cell tags with which Jupyter Book leaves out a cell's input or output on purpose.
 HIDDEN_INPUT = {"remove-cell", "remove-input"}
@@ -174,7 +180,7 @@ def test_page_in_headless_chromium(browser, page: Page) -> None:
         external = [img["src"] for img in images if not img["src"].startswith("file://")]
         broken = [img["src"] for img in images if img["src"].startswith("file://") and not img["ok"]]
         assert not broken, f"{page.docname}: images that did not load: {broken}"
-        assert set(external) <= {COLAB_BADGE_IMAGE}, f"{page.docname}: unexpected external images {external}"
+        assert not external, f"{page.docname}: external images (offline they are broken): {external}"
 
         if page.is_notebook:
             inputs, outputs = _expected_cells(page)
@@ -186,16 +192,17 @@ def test_page_in_headless_chromium(browser, page: Page) -> None:
             launch = tab.locator(".dropdown-launch-buttons a", has_text="Colab")
             assert launch.count() == 1, f"{page.docname}: no 'Launch on Colab' button"
             assert launch.get_attribute("href") == expected
-        # Every Colab badge (a chapter's own, or the Assignments page's list) opens a notebook of this
-        # repository on Colab; on a chapter page, that chapter.
-        badges = tab.locator(f"a:has(img[src='{COLAB_BADGE_IMAGE}'])")
+        # Every Colab badge (a chapter's own, or the Assignments page's list) is the local image and
+        # opens a notebook of this repository on Colab; on a chapter page, that chapter.
+        badges = tab.locator(f"a:has(img[src$='{LOCAL_BADGE_IMAGE}'])")
         targets = {badges.nth(i).get_attribute("href") for i in range(badges.count())}
         if page.is_notebook:
             assert targets == {expected}, f"{page.docname}: badge links {targets}, expected {expected}"
         for url in targets:
             path = url.removeprefix(colab_url(""))
             assert path != url and (ROOT / path).is_file(), f"{page.docname}: badge opens {url}: no such notebook"
-        assert len(external) == badges.count(), f"{page.docname}: external images outside badge links: {external}"
+        colab_links = tab.locator("article a[href^='https://colab.research.google.com/github/']:has(img)")
+        assert colab_links.count() == badges.count(), f"{page.docname}: a Colab link whose image is not the badge"
 
         if tab.locator("script[src*='mathjax']").count():  # maths is on the page for MathJax to typeset
             assert tab.locator(".math").count() > 0, f"{page.docname}: loads MathJax but has no maths"
@@ -206,5 +213,126 @@ def test_page_in_headless_chromium(browser, page: Page) -> None:
         shot = SCREENSHOTS / f"{page.docname.replace('/', '__')}.png"
         tab.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000, f"{shot} is suspiciously small: was anything rendered?"
+    finally:
+        context.close()
+
+
+# ------------------------------------------------------------------------------- nothing scrolls sideways
+
+# Code blocks that wrap (white-space: pre-wrap, as book/_static/vitedu.css does for docstring
+# examples in the API reference) cannot scroll, so they are counted as fitting.
+JS_OVERFLOW = r"""() => {
+  const wide = (e) => e.scrollWidth > e.clientWidth + 2;
+  const all = Array.from(document.querySelectorAll("main div.highlight pre, main .cell_output pre, main .output pre"));
+  const describe = (e) => `${e.scrollWidth - e.clientWidth}px: ${(e.textContent.split("\n")
+      .reduce((a, b) => (b.length > a.length ? b : a), "")).slice(0, 90)}`;
+  const isOutput = (e) => !!e.closest(".cell_output, .output");
+  return {
+    inputs: all.filter((e) => !isOutput(e) && wide(e)).map(describe),
+    outputs: all.filter((e) => isOutput(e) && wide(e)).map(describe),
+    page: document.documentElement.scrollWidth - window.innerWidth,
+  };
+}"""
+
+
+def _scroll_param(page: Page):
+    reason = SCROLL_PENDING.get(page.docname)
+    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+    return pytest.param(page, id=page.docname, marks=marks)
+
+
+@pytest.mark.parametrize("page", [_scroll_param(page) for page in PAGES])
+def test_nothing_scrolls_sideways(browser, page: Page) -> None:
+    ensure_built()
+    context, tab, errors = _open(browser, page)
+    try:
+        assert not errors, f"{page.docname}:\n" + "\n".join(errors)
+        wide = tab.evaluate(JS_OVERFLOW)
+        assert not wide["inputs"], f"{page.docname} at {WIDE} px: code cells that scroll sideways: {wide['inputs']}"
+        assert not wide["outputs"], f"{page.docname} at {WIDE} px: outputs that scroll sideways: {wide['outputs']}"
+        assert wide["page"] <= 0, f"{page.docname}: the page scrolls sideways at {WIDE} px by {wide['page']} px"
+        tab.set_viewport_size({"width": PHONE, "height": 844})
+        tab.wait_for_timeout(200)
+        phone = tab.evaluate(JS_OVERFLOW)
+        assert phone["page"] <= 0, (
+            f"{page.docname}: the page scrolls sideways on a phone ({PHONE} px) by {phone['page']} px"
+        )
+    finally:
+        context.close()
+
+
+# ------------------------------------------------------------------------------------ the explorer
+
+EXPLORER = next((page for page in PAGES if page.docname == "book/explorer"), None)
+
+
+def _explorer_tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_explorer_data", ROOT / "tools" / "make_explorer_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _expected_max(data: dict, canvas: int, model: str, layer: int, head: int, query: int) -> str:
+    """The largest weight of one query on a patch, from the data file, as the page prints it."""
+    tool = _explorer_tool()
+    tokens, heads = data["tokens"], data["heads"]
+    stored = tool.decode(data["canvases"][canvas][model]["attention"])
+    start = ((layer * heads + head) * tokens + query) * tokens
+    row = stored[start : start + tokens]
+    prefix = tokens - data["grid"] ** 2
+    return f"{max(row[prefix:]) / data['scale']:.3f}"
+
+
+def test_explorer_reacts_to_a_click_and_shows_its_data(browser) -> None:
+    assert EXPLORER is not None, "_toc.yml lists no book/explorer page"
+    ensure_built()
+    data = _explorer_tool().read_data(HTML / "_static" / "explorer" / "explorer_data.js")
+    context, tab, errors = _open(browser, EXPLORER)
+    try:
+        assert not errors, "\n".join(errors)
+        assert "Explorer" in tab.locator("main h1").first.inner_text()
+        depth, heads, grid = data["depth"], data["heads"], data["grid"]
+        maps = tab.locator("figure.vx-map[data-layer]")
+        assert maps.count() == 2 * depth * heads, "one map per layer and head, for both models"
+        assert tab.locator("figure.vx-map[data-rollout]").count() == 2
+
+        def shown(model: str, layer: int, head: int) -> str:
+            figure = tab.locator(f"figure.vx-map[data-model='{model}'][data-layer='{layer}'][data-head='{head}']")
+            caption = figure.locator("figcaption").inner_text()
+            assert figure.get_attribute("data-max") in caption
+            return figure.get_attribute("data-max")
+
+        def query() -> int:
+            return int(tab.locator(".vx-readout").get_attribute("data-query"))
+
+        first = query()
+        for model, layer, head in [("trained", 0, 0), ("trained", depth - 1, heads - 1), ("untrained", 1, 2)]:
+            assert shown(model, layer, head) == _expected_max(data, 0, model, layer, head, first)
+        pixels = tab.locator("figure.vx-map canvas").first.evaluate("c => c.toDataURL()")
+
+        # click the patch in row grid-1, column 0 (bottom left), unless that is already the query
+        row, col = (grid - 1, 0) if first != 1 + (grid - 1) * grid else (0, grid - 1)
+        big = tab.locator("canvas.vx-big")
+        box = big.bounding_box()
+        big.click(position={"x": (col + 0.5) * box["width"] / grid, "y": (row + 0.5) * box["height"] / grid})
+        assert query() == 1 + row * grid + col, "the click did not make that patch the query"
+        assert tab.locator("figure.vx-map canvas").first.evaluate("c => c.toDataURL()") != pixels, "maps unchanged"
+        for model, layer, head in [("trained", 0, 0), ("trained", depth - 1, 1), ("untrained", 0, 3)]:
+            assert shown(model, layer, head) == _expected_max(data, 0, model, layer, head, query())
+
+        tab.locator("button.vx-cls").click()
+        assert query() == 0
+        assert shown("trained", depth - 1, 0) == _expected_max(data, 0, "trained", depth - 1, 0, 0)
+        tab.locator(".vx-picker button[data-canvas='3']").click()
+        label = data["canvases"][3]["label"]
+        assert f"digit {label}" in tab.locator(".vx-readout").inner_text()
+        assert shown("trained", 0, 0) == _expected_max(data, 3, "trained", 0, 0, query())
+
+        tab.set_viewport_size({"width": PHONE, "height": 844})
+        tab.wait_for_timeout(200)
+        assert tab.evaluate(JS_OVERFLOW)["page"] <= 0, "the explorer scrolls sideways on a phone"
     finally:
         context.close()

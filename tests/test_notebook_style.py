@@ -1,20 +1,24 @@
-"""House style of the notebooks that can be checked mechanically (GUIDE.md, section 3).
+"""House style of the notebooks and pages that can be checked mechanically (GUIDE.md, section 3).
 
-Code lines in notebooks stay within 88 characters: the rendered book shows about that many before a
-code cell scrolls sideways (the package itself may use 120, see pyproject.toml's ruff settings).
-Checked for every chapter, every assignment source and every generated student release. Fast: reads the
-.ipynb files only.
+Code lines stay within 76 characters, and so do the lines a cell prints: with the contents sidebar the
+rendered book shows 77 monospace characters before a code block scrolls sideways (the package itself
+may use 120, see pyproject.toml's ruff settings). Checked for every chapter, every assignment source,
+every generated student release (code only: they have no outputs) and the code blocks of the book's
+prose pages. Fast: reads the files only; ../shared/tools/check_rendered.py measures the same thing in
+Chromium.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MAX_CODE_LINE = 88
+MAX_CODE_LINE = 76
+MAX_PRINTED_LINE = 76
 NOTEBOOKS = sorted(
     path
     for pattern in ("notebooks/*.ipynb", "notebooks/assignments/source/**/*.ipynb",
@@ -22,6 +26,32 @@ NOTEBOOKS = sorted(
     for path in ROOT.glob(pattern)
     if ".ipynb_checkpoints" not in path.parts
 )
+PAGES = sorted((ROOT / "book").glob("*.md"))
+# Not yet held to the 76-column rule, each with its reason; remove an entry once its file is wrapped
+# (the marks are strict: a file that already passes fails until its entry is removed).
+PENDING = {
+    # Chapter 8 is being rewritten (its code will be wrapped to 76 columns then).
+    "notebooks/08_inside_a_vit.ipynb": "chapter 8 is being rewritten",
+    # The Hugging Face cells of chapter 6 (the hub download, the transformers comparison) are being
+    # made optional on another branch; they are wrapped once that lands.
+    "notebooks/06_vision_transformer.ipynb": "chapter 6's Hugging Face cells are being rewritten",
+    # Prose pages owned elsewhere: two shell lines each.
+    "book/how_to_run.md": "how_to_run.md has two shell commands over 76 columns",
+}
+# Lines the package prints, not the notebook: the success messages of vitedu.checks ("✓ check_x
+# passed: ...") and the training log of vitedu.train ("epoch  10/100  loss ..."); they are checked
+# separately below.
+CHECK_MESSAGE = re.compile(r"^(✓ check_\w+ passed|epoch +\d+/\d+ )")
+
+
+def _rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def _param(path: Path, kind: str):
+    reason = PENDING.get(_rel(path))
+    marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
+    return pytest.param(path, id=_rel(path), marks=marks)
 
 
 def long_code_lines(path: Path, limit: int = MAX_CODE_LINE) -> list[str]:
@@ -38,27 +68,94 @@ def long_code_lines(path: Path, limit: int = MAX_CODE_LINE) -> list[str]:
     return found
 
 
+def long_printed_lines(path: Path, limit: int = MAX_PRINTED_LINE, checks: bool = False) -> list[str]:
+    """The same for the lines of stored stream outputs (what `print` wrote). With checks=False the
+    lines vitedu itself prints (CHECK_MESSAGE) are left out; with checks=True only they are looked at."""
+    notebook = nbformat.read(path, as_version=4)
+    found = []
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") != "stream":
+                continue
+            for line in output.get("text", "").splitlines():
+                if len(line) > limit and bool(CHECK_MESSAGE.match(line)) == checks:
+                    found.append(f"cell {index} prints {len(line)} chars: {line[:limit]}…")
+    return found
+
+
+def long_page_code_lines(path: Path, limit: int = MAX_CODE_LINE) -> list[str]:
+    """Lines longer than `limit` inside the fenced code blocks (``` or ~~~) of a Markdown page."""
+    found, fence = [], None
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        stripped = line.lstrip()
+        if fence is None and stripped.startswith(("```", "~~~")):
+            fence = stripped[:3]
+        elif fence is not None and stripped.startswith(fence):
+            fence = None
+        elif fence is not None and len(line) > limit:
+            found.append(f"line {number} ({len(line)} chars): {line[:limit]}…")
+    return found
+
+
 def test_there_are_notebooks_to_check() -> None:
     assert any(path.parent == ROOT / "notebooks" for path in NOTEBOOKS), "no chapter notebooks found"
     assert any("source" in path.parts for path in NOTEBOOKS), "no assignment sources found"
+    assert any(path.name == "intro.md" for path in PAGES), "no book pages found"
 
 
 def test_long_lines_are_found_and_located(tmp_path: Path) -> None:
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [
-        nbformat.v4.new_markdown_cell("x" * 200),  # prose wraps in the book: not a code line
-        nbformat.v4.new_code_cell("ok = 1\n" + "y = " + "1" * (MAX_CODE_LINE - 4)),  # exactly at the limit
-        nbformat.v4.new_code_cell("a = 1\nb = 2\n" + "z = " + "2" * (MAX_CODE_LINE - 3)),  # one over
+    over = nbformat.v4.new_code_cell("a = 1\nb = 2\n" + "z = " + "2" * (MAX_CODE_LINE - 3))  # one over
+    over.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ok\n" + "p" * (MAX_PRINTED_LINE + 1))]
+    at_limit = nbformat.v4.new_code_cell("ok = 1\n" + "y = " + "1" * (MAX_CODE_LINE - 4))  # exactly at the limit
+    at_limit.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="q" * MAX_PRINTED_LINE),
+        nbformat.v4.new_output("stream", name="stdout", text="✓ check_x passed: " + "r" * MAX_PRINTED_LINE),
     ]
+    notebook.cells = [nbformat.v4.new_markdown_cell("x" * 200), at_limit, over]  # prose wraps: not code
     path = tmp_path / "example.ipynb"
     nbformat.write(notebook, path)
     assert long_code_lines(path) == [f"cell 2, line 3 ({MAX_CODE_LINE + 1} chars): z = {'2' * (MAX_CODE_LINE - 4)}…"]
+    assert long_printed_lines(path) == [f"cell 2 prints {MAX_PRINTED_LINE + 1} chars: {'p' * MAX_PRINTED_LINE}…"]
+    assert len(long_printed_lines(path, checks=True)) == 1
+
+    page = tmp_path / "page.md"
+    page.write_text("x" * 200 + "\n```python\nok\n" + "w" * (MAX_CODE_LINE + 1) + "\n```\n" + "v" * 200 + "\n")
+    assert long_page_code_lines(page) == [f"line 4 ({MAX_CODE_LINE + 1} chars): {'w' * MAX_CODE_LINE}…"]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[path.relative_to(ROOT).as_posix() for path in NOTEBOOKS])
+@pytest.mark.parametrize("path", [_param(p, "code") for p in NOTEBOOKS])
 def test_notebook_code_lines_fit_the_page(path: Path) -> None:
     found = long_code_lines(path)
     assert not found, (
-        f"{path.relative_to(ROOT).as_posix()}: {len(found)} code line(s) longer than {MAX_CODE_LINE} "
+        f"{_rel(path)}: {len(found)} code line(s) longer than {MAX_CODE_LINE} "
         "characters (the rendered book scrolls them sideways); break them:\n" + "\n".join(found)
+    )
+
+
+@pytest.mark.parametrize("path", [_param(p, "printed") for p in NOTEBOOKS if "release" not in p.parts])
+def test_notebook_printed_lines_fit_the_page(path: Path) -> None:
+    found = long_printed_lines(path)
+    assert not found, (
+        f"{_rel(path)}: {len(found)} printed line(s) longer than {MAX_PRINTED_LINE} characters; "
+        "print less per line (and re-execute the notebook):\n" + "\n".join(found)
+    )
+
+
+@pytest.mark.xfail(
+    reason="vitedu.checks' success messages and vitedu.train's epoch log are longer than 76 characters "
+    "(vitedu/checks.py, vitedu/train.py)",
+    strict=True,
+)
+def test_package_messages_fit_the_page() -> None:
+    found = [f"{_rel(p)}: {line}" for p in NOTEBOOKS for line in long_printed_lines(p, checks=True)]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("path", [_param(p, "page") for p in PAGES])
+def test_page_code_lines_fit_the_page(path: Path) -> None:
+    found = long_page_code_lines(path)
+    assert not found, (
+        f"{_rel(path)}: {len(found)} line(s) in code blocks longer than {MAX_CODE_LINE} characters:\n"
+        + "\n".join(found)
     )

@@ -15,10 +15,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from pathlib import Path
 
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
+from sphinx.transforms import SphinxTransform
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
 
@@ -114,6 +116,9 @@ class VitEduModule(SphinxDirective):
         lines = ["```{eval-rst}", *lines, "```"]
         container = nodes.container()
         nested_parse_with_titles(self.state, StringList(lines, source=f"<vitedu-module {modname}>"), container)
+        # Examples in docstrings may use the package's 120 columns: book/_static/vitedu.css wraps them.
+        for block in container.findall(nodes.literal_block):
+            block["classes"].append("vitedu-docstring")
         return container.children
 
 
@@ -140,8 +145,38 @@ def _drop_duplicate_scripts(app: Sphinx, pagename, templatename, context, doctre
     context["script_files"] = unique
 
 
+# The notebooks show Colab's official badge, which loads from Colab's site: right for a notebook read on
+# GitHub or in Jupyter, but the book must work offline and request nothing from another host. The book
+# shows a hand-drawn copy with the same look, served with the book; the link (to Colab) is unchanged.
+COLAB_BADGE_URL = "https://colab.research.google.com/assets/colab-badge.svg"
+STATIC = Path(__file__).resolve().parent.parent / "_static"  # book/_static
+LOCAL_BADGE = "/book/_static/colab-badge.svg"  # "/..." is relative to the book's root for Sphinx
+
+
+class LocalColabBadge(SphinxTransform):
+    """Replace every image of the official Colab badge by the local copy in book/_static."""
+
+    default_priority = 400  # while reading, before the image collector copies images into _images/
+
+    def apply(self, **kwargs) -> None:
+        for image in self.document.findall(nodes.image):
+            if image.get("uri") == COLAB_BADGE_URL:
+                image["uri"] = LOCAL_BADGE
+                if "candidates" in image:
+                    del image["candidates"]
+
+
+def _add_static(app: Sphinx) -> None:
+    # book/_static holds the style sheet and the explorer's script and data; the theme's and the
+    # extensions' own static folders stay first on the path.
+    app.config.html_static_path.append(str(STATIC))
+
+
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_directive("vitedu-module", VitEduModule)
+    app.add_transform(LocalColabBadge)
+    app.connect("builder-inited", _add_static)
+    app.add_css_file("vitedu.css")
     app.connect("autodoc-process-docstring", _process_docstring)
     app.connect("config-inited", _tuples_for_nitpick_ignore)
     app.connect("html-page-context", _drop_duplicate_scripts)
