@@ -146,3 +146,22 @@ def test_block_layer_scale_uses_init_values_and_both_branches_are_plain_when_off
     assert torch.all(block.ls1.gamma == 0.1) and torch.all(block.ls2.gamma == 0.1)
     plain = Block(32, 4)
     assert all(isinstance(m, torch.nn.Identity) for m in (plain.ls1, plain.ls2, plain.drop_path1, plain.drop_path2))
+
+
+def test_modules_are_built_with_keyword_arguments():
+    """Inside the package, blocks, attention layers and the patch embedding are built with at most (dim, num_heads)
+    by position: nine positional arguments (or a positional None) break silently when a signature changes."""
+    import ast
+    from pathlib import Path
+
+    import vitedu
+
+    built = {"Block", "LayerScaleBlock", "ClassAttentionBlock", "MultiHeadSelfAttention", "TalkingHeadAttention",
+             "ClassAttention", "GatedPositionalSelfAttention", "PatchEmbedding", "attn_class"}
+    calls = []
+    for path in Path(vitedu.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in built:
+                calls.append((path.name, node.lineno, node.func.id, len(node.args)))
+    assert len(calls) >= 8  # the scan finds the calls it is meant to check
+    assert [call for call in calls if call[3] > 2] == []

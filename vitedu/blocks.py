@@ -93,7 +93,9 @@ class Block(nn.Module):
         # Later ViTs change only how tokens attend (CaiT's talking heads, ConViT's gated positional
         # attention): they pass their own module, called like MultiHeadSelfAttention, and reuse the rest.
         if attn_layer is None:
-            attn_layer = MultiHeadSelfAttention(dim, num_heads, qkv_bias, attn_drop, proj_drop)
+            attn_layer = MultiHeadSelfAttention(
+                dim, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop, proj_drop=proj_drop
+            )
         self.attn = attn_layer
         self.ls1 = LayerScale(dim, init_values) if init_values else nn.Identity()
         self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()

@@ -110,9 +110,10 @@ class LayerScaleBlock(Block):
     ) -> None:
         if not init_values:
             raise ValueError(f"CaiT blocks always have LayerScale: init_values must be > 0, got {init_values!r}")
-        attn = attn_class(dim, num_heads, qkv_bias, attn_drop, proj_drop)
-        super().__init__(dim, num_heads, mlp_ratio, qkv_bias, proj_drop, attn_drop, drop_path, init_values,
-                         norm_eps, attn_layer=attn)
+        attn = attn_class(dim, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop, proj_drop=proj_drop)
+        super().__init__(dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop,
+                         attn_drop=attn_drop, drop_path=drop_path, init_values=init_values, norm_eps=norm_eps,
+                         attn_layer=attn)
         self.register_state_dict_post_hook(_to_timm_names)
         self.register_load_state_dict_pre_hook(_from_timm_names)
 
@@ -171,7 +172,9 @@ class Cait(ClassTokenClassifier):
             )
         self.num_classes = num_classes
         self.embed_dim = embed_dim
-        self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, embed_dim)
+        self.patch_embed = PatchEmbedding(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim
+        )
         self.cls_token = nn.Parameter(nn.init.trunc_normal_(torch.zeros(1, 1, embed_dim), std=0.02))
         self.pos_embed = learned_pos_embed(self.patch_embed.num_patches, embed_dim)  # patches only
         self.pos_drop = nn.Dropout(drop_rate)

@@ -157,7 +157,9 @@ class ConVit(ClassTokenClassifier):
         self.num_classes = num_classes
         self.embed_dim = embed_dim
         self.local_up_to_layer = local_up_to_layer
-        self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, embed_dim)
+        self.patch_embed = PatchEmbedding(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim
+        )
         self.cls_token = nn.Parameter(nn.init.trunc_normal_(torch.zeros(1, 1, embed_dim), std=0.02))
         self.pos_embed = learned_pos_embed(self.patch_embed.num_patches, embed_dim)  # patches only
         self.pos_drop = nn.Dropout(drop_rate)
@@ -165,10 +167,12 @@ class ConVit(ClassTokenClassifier):
         drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
         self.blocks = nn.ModuleList(
             Block(
-                embed_dim, num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate, dp, None, norm_eps,
+                embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=drop_rate,
+                attn_drop=attn_drop_rate, drop_path=dp, norm_eps=norm_eps,
                 attn_layer=GatedPositionalSelfAttention(
-                    embed_dim, num_heads, grid, qkv_bias, attn_drop_rate, drop_rate, locality_strength
-                ) if i < local_up_to_layer else None,
+                    embed_dim, num_heads, grid_size=grid, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
+                    proj_drop=drop_rate, locality_strength=locality_strength,
+                ) if i < local_up_to_layer else None,  # None: the block's ordinary multi-head attention
             )
             for i, dp in enumerate(drop_path)
         )

@@ -97,20 +97,23 @@ class VisionTransformer(nn.Module):
         self.embed_dim = embed_dim
         self.num_prefix_tokens = 1 if pool == "cls" else 0
 
-        self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, embed_dim)
+        self.patch_embed = PatchEmbedding(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim
+        )
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if pool == "cls" else None
         num_tokens = self.num_prefix_tokens + self.patch_embed.num_patches
         if pos_embed == "learn":
             self.pos_embed = learned_pos_embed(num_tokens, embed_dim)
         else:
             grid = self.patch_embed.grid_size
-            sincos = sincos_pos_embed_2d(embed_dim, grid, self.num_prefix_tokens)
+            sincos = sincos_pos_embed_2d(embed_dim, grid, num_prefix_tokens=self.num_prefix_tokens)
             self.pos_embed = nn.Parameter(sincos, requires_grad=pos_embed == "learn_sincos")
         self.pos_drop = nn.Dropout(drop_rate)
 
         drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]  # deeper blocks drop more
         self.blocks = nn.ModuleList(
-            Block(embed_dim, num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate, dp, init_values, norm_eps)
+            Block(embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=drop_rate,
+                  attn_drop=attn_drop_rate, drop_path=dp, init_values=init_values, norm_eps=norm_eps)
             for dp in drop_path
         )
         # Final LayerNorm: on every token before [CLS] pooling, or on the average after mean pooling.
@@ -133,7 +136,9 @@ class VisionTransformer(nn.Module):
         """Prepend [CLS] and add positions. (batch, patches, dim) -> (batch, tokens, dim)"""
         pos_embed = self.pos_embed
         if grid_size != self.patch_embed.grid_size:  # another resolution: resample the position grid
-            pos_embed = resample_pos_embed(pos_embed, grid_size, self.patch_embed.grid_size, self.num_prefix_tokens)
+            pos_embed = resample_pos_embed(
+                pos_embed, grid_size, old_grid=self.patch_embed.grid_size, num_prefix_tokens=self.num_prefix_tokens
+            )
         prefix = [token.expand(x.shape[0], -1, -1) for token in self._prefix_tokens()]
         x = torch.cat([*prefix, x], dim=1)
         return self.pos_drop(x + pos_embed)
