@@ -1,10 +1,11 @@
 """The encoder block: pre-norm wiring, parameter count, regularisers that cost nothing when off."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from vitedu.attention import MultiHeadSelfAttention
-from vitedu.blocks import Block, DropPath, LayerScale, Mlp
+from vitedu.blocks import Block, DropPath, LayerScale, Mlp, drop_path_rates
 
 
 def test_block_is_pre_norm_attention_then_mlp():
@@ -165,3 +166,18 @@ def test_modules_are_built_with_keyword_arguments():
                 calls.append((path.name, node.lineno, node.func.id, len(node.args)))
     assert len(calls) >= 8  # the scan finds the calls it is meant to check
     assert [call for call in calls if call[3] > 2] == []
+
+
+@pytest.mark.parametrize("rate, depth", [(0.1, 12), (0.3, 4), (0.2, 1), (0.0, 3)])
+def test_drop_path_rates_grow_linearly_as_timms(rate, depth):
+    """0 in the first block, ``rate`` in the last, evenly spaced: timm's torch.linspace(0, rate, depth)."""
+    rates = drop_path_rates(rate, depth)
+    assert len(rates) == depth and rates[0] == 0.0
+    assert rates == pytest.approx(torch.linspace(0, rate, depth).tolist())
+
+
+def test_drop_path_rates_outside_zero_one_are_explained():
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\); got 1.5"):
+        drop_path_rates(1.5, 4)
+    with pytest.raises(ValueError, match="got -0.1"):
+        drop_path_rates(-0.1, 4)

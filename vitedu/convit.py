@@ -25,7 +25,7 @@ from einops import rearrange
 from torch import Tensor, nn
 
 from .attention import AttentionBase, split_heads
-from .blocks import Block
+from .blocks import Block, drop_path_rates
 from .patching import PatchEmbedding, learned_pos_embed, pair
 from .vit import ClassTokenClassifier, init_linear_layers
 
@@ -164,7 +164,6 @@ class ConVit(ClassTokenClassifier):
         self.pos_embed = learned_pos_embed(self.patch_embed.num_patches, embed_dim)  # patches only
         self.pos_drop = nn.Dropout(drop_rate)
         grid = self.patch_embed.grid_size
-        drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
         self.blocks = nn.ModuleList(
             Block(
                 embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=drop_rate,
@@ -174,7 +173,7 @@ class ConVit(ClassTokenClassifier):
                     proj_drop=drop_rate, locality_strength=locality_strength,
                 ) if i < local_up_to_layer else None,  # None: the block's ordinary multi-head attention
             )
-            for i, dp in enumerate(drop_path)
+            for i, dp in enumerate(drop_path_rates(drop_path_rate, depth))
         )
         self.norm = nn.LayerNorm(embed_dim, eps=norm_eps)
         self.head_drop = nn.Dropout(drop_rate)
