@@ -197,3 +197,88 @@ def test_module_uses_the_fused_kernel_when_weights_are_not_needed(fused_calls):
     assert fused_calls == [1]
     attn(x, need_weights=True)  # the explicit maths, which can return the weights
     assert fused_calls == [1]
+
+
+# ------------------------------------------------------------------ one contract for every attention layer
+def _attention_layers() -> dict:
+    """Every attention class in vitedu, each built for dim 48 and 4 heads (head_dim 12) on 16 patches."""
+    from vitedu.cait import ClassAttention, TalkingHeadAttention
+    from vitedu.convit import GatedPositionalSelfAttention
+
+    return {
+        "MultiHeadSelfAttention": lambda **kw: MultiHeadSelfAttention(48, 4, **kw),
+        "TalkingHeadAttention": lambda **kw: TalkingHeadAttention(48, 4, **kw),
+        "ClassAttention": lambda **kw: ClassAttention(48, 4, **kw),
+        "GatedPositionalSelfAttention": lambda **kw: GatedPositionalSelfAttention(48, 4, grid_size=4, **kw),
+    }
+
+
+@pytest.mark.parametrize("name", list(_attention_layers()))
+def test_every_attention_layer_keeps_the_contract(name):
+    """The same attributes everywhere (timm's): num_heads, head_dim, scale, attn_drop and proj_drop as nn.Dropout,
+    and forward(x, need_weights) -> (output, weights or None) with weights (batch, heads, queries, keys)."""
+    from vitedu.attention import AttentionBase
+
+    layer = _attention_layers()[name](attn_drop=0.25, proj_drop=0.5).eval()
+    assert isinstance(layer, AttentionBase)
+    assert layer.num_heads == 4 and layer.head_dim == 12 and layer.scale == pytest.approx(12**-0.5)
+    assert type(layer.attn_drop) is nn.Dropout and layer.attn_drop.p == 0.25
+    assert type(layer.proj_drop) is nn.Dropout and layer.proj_drop.p == 0.5
+    assert not any("drop" in key for key in layer.state_dict())  # dropout adds no state
+    x = torch.randn(2, 16, 48)
+    queries = 1 if name == "ClassAttention" else 16
+    out, weights = layer(x)
+    assert out.shape == (2, queries, 48) and weights is None
+    out_again, weights = layer(x, need_weights=True)
+    assert weights.shape == (2, 4, queries, 16)
+    torch.testing.assert_close(out_again, out, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(_attention_layers()))
+def test_every_attention_layer_drops_weights_at_attn_drop_p_in_training_only(name):
+    x = torch.randn(2, 16, 48)
+    torch.manual_seed(0)
+    dropping = _attention_layers()[name](attn_drop=0.5).train()
+    assert not torch.equal(dropping(x)[0], dropping(x)[0])  # new masks on every call
+    dropping.eval()
+    assert torch.equal(dropping(x)[0], dropping(x)[0])
+    dropping.attn_drop.p = 0.0  # the module's rate is the one used, on the fused path too
+    dropping.train()
+    assert torch.equal(dropping(x)[0], dropping(x)[0])
+
+
+def test_class_attention_is_the_cls_row_of_multi_head_attention():
+    """ClassAttention overrides only ``project`` (one query): with MultiHeadSelfAttention's weights it gives that
+    layer's output and weights for token 0."""
+    from vitedu.cait import ClassAttention
+
+    torch.manual_seed(0)
+    plain, cls_attn = MultiHeadSelfAttention(48, 4).eval(), ClassAttention(48, 4).eval()
+    w_q, w_k, w_v = plain.qkv.weight.chunk(3)
+    b_q, b_k, b_v = plain.qkv.bias.chunk(3)
+    cls_attn.load_state_dict({"q.weight": w_q, "k.weight": w_k, "v.weight": w_v, "q.bias": b_q, "k.bias": b_k,
+                              "v.bias": b_v, "proj.weight": plain.proj.weight, "proj.bias": plain.proj.bias})
+    x = torch.randn(2, 17, 48)
+    out, weights = plain(x, need_weights=True)
+    cls_out, cls_weights = cls_attn(x, need_weights=True)
+    torch.testing.assert_close(cls_out, out[:, :1], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(cls_weights, weights[:, :, :1])
+
+
+def test_gpsa_with_a_closed_gate_is_multi_head_attention():
+    """GPSA overrides ``project`` (separate qk and v) and ``attend`` (the gate): with the gate shut
+    (sigmoid(lambda) = 0) it is ordinary multi-head attention with the same weights."""
+    from vitedu.convit import GatedPositionalSelfAttention
+
+    torch.manual_seed(0)
+    plain, gpsa = MultiHeadSelfAttention(48, 4, qkv_bias=False).eval(), GatedPositionalSelfAttention(48, 4, 4).eval()
+    with torch.no_grad():
+        gpsa.qk.weight.copy_(plain.qkv.weight[:96])
+        gpsa.v.weight.copy_(plain.qkv.weight[96:])
+        gpsa.proj.load_state_dict(plain.proj.state_dict())
+        gpsa.gating_param.fill_(-float("inf"))
+    x = torch.randn(2, 16, 48)
+    out, weights = plain(x, need_weights=True)
+    gpsa_out, gpsa_weights = gpsa(x, need_weights=True)
+    torch.testing.assert_close(gpsa_out, out, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(gpsa_weights, weights, atol=1e-6, rtol=1e-5)

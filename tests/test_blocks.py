@@ -1,10 +1,11 @@
 """The encoder block: pre-norm wiring, parameter count, regularisers that cost nothing when off."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from vitedu.attention import MultiHeadSelfAttention
-from vitedu.blocks import Block, DropPath, LayerScale, Mlp
+from vitedu.blocks import Block, DropPath, LayerScale, Mlp, drop_path_rates
 
 
 def test_block_is_pre_norm_attention_then_mlp():
@@ -146,3 +147,37 @@ def test_block_layer_scale_uses_init_values_and_both_branches_are_plain_when_off
     assert torch.all(block.ls1.gamma == 0.1) and torch.all(block.ls2.gamma == 0.1)
     plain = Block(32, 4)
     assert all(isinstance(m, torch.nn.Identity) for m in (plain.ls1, plain.ls2, plain.drop_path1, plain.drop_path2))
+
+
+def test_modules_are_built_with_keyword_arguments():
+    """Inside the package, blocks, attention layers and the patch embedding are built with at most (dim, num_heads)
+    by position: nine positional arguments (or a positional None) break silently when a signature changes."""
+    import ast
+    from pathlib import Path
+
+    import vitedu
+
+    built = {"Block", "LayerScaleBlock", "ClassAttentionBlock", "MultiHeadSelfAttention", "TalkingHeadAttention",
+             "ClassAttention", "GatedPositionalSelfAttention", "PatchEmbedding", "attn_class"}
+    calls = []
+    for path in Path(vitedu.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) in built:
+                calls.append((path.name, node.lineno, node.func.id, len(node.args)))
+    assert len(calls) >= 8  # the scan finds the calls it is meant to check
+    assert [call for call in calls if call[3] > 2] == []
+
+
+@pytest.mark.parametrize("rate, depth", [(0.1, 12), (0.3, 4), (0.2, 1), (0.0, 3)])
+def test_drop_path_rates_grow_linearly_as_timms(rate, depth):
+    """0 in the first block, ``rate`` in the last, evenly spaced: timm's torch.linspace(0, rate, depth)."""
+    rates = drop_path_rates(rate, depth)
+    assert len(rates) == depth and rates[0] == 0.0
+    assert rates == pytest.approx(torch.linspace(0, rate, depth).tolist())
+
+
+def test_drop_path_rates_outside_zero_one_are_explained():
+    with pytest.raises(ValueError, match=r"must be in \[0, 1\); got 1.5"):
+        drop_path_rates(1.5, 4)
+    with pytest.raises(ValueError, match="got -0.1"):
+        drop_path_rates(-0.1, 4)

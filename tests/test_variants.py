@@ -272,7 +272,7 @@ def test_cait_options_reach_every_layer():
     for block in model.blocks_token_only:
         attn = block.attn
         assert attn.q.bias is None and attn.k.bias is None and attn.v.bias is None
-        assert attn.attn_drop == 0.0 and attn.proj_drop.p == 0.0 and isinstance(block.drop_path1, torch.nn.Identity)
+        assert attn.attn_drop.p == 0.0 and attn.proj_drop.p == 0.0 and isinstance(block.drop_path1, torch.nn.Identity)
         assert block.mlp.fc1.out_features == 48 and block.mlp.drop1.p == 0.0
         assert torch.equal(block.ls1.gamma, half) and block.norm1.eps == block.norm2.eps == 1e-3
     assert model.norm.eps == 1e-3
@@ -315,7 +315,7 @@ def test_convit_options_reach_every_layer():
         assert gpsa.qk.bias is not None and gpsa.v.bias is not None
         assert gpsa.attn_drop.p == 0.2 and gpsa.proj_drop.p == 0.1
     for block in model.blocks[2:]:
-        assert block.attn.qkv.bias is not None and block.attn.attn_drop == 0.2 and block.attn.proj_drop.p == 0.1
+        assert block.attn.qkv.bias is not None and block.attn.attn_drop.p == 0.2 and block.attn.proj_drop.p == 0.1
     assert all(block.norm1.eps == block.norm2.eps == 1e-3 and block.mlp.drop1.p == 0.1 for block in model.blocks)
     rates = [b.drop_path1.drop_prob if isinstance(b.drop_path1, DropPath) else 0.0 for b in model.blocks]
     assert rates == pytest.approx([0.0, 0.1, 0.2, 0.3])

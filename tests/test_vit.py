@@ -170,6 +170,40 @@ def test_stochastic_depth_grows_linearly_with_depth():
     assert rates == pytest.approx(torch.linspace(0, 0.2, 5).tolist())
 
 
+@pytest.mark.parametrize("family", ["vit", "convit"])
+def test_every_model_takes_its_stochastic_depth_from_the_one_schedule(family, monkeypatch):
+    """ViT and ConViT ask blocks.drop_path_rates for their rates (CaiT keeps one rate in every block, as its paper)."""
+    from vitedu import convit, vit
+    from vitedu.convit import ConVit
+
+    module, build = {"vit": (vit, lambda: VisionTransformer(**SMALL, drop_path_rate=0.3)),
+                     "convit": (convit, lambda: ConVit(img_size=16, patch_size=4, embed_dim=16, depth=3,
+                                                        num_heads=4, local_up_to_layer=1, drop_path_rate=0.3))}[family]
+    asked = []
+    monkeypatch.setattr(module, "drop_path_rates", lambda rate, depth: asked.append((rate, depth)) or [0.5] * depth)
+    model = build()
+    assert asked == [(0.3, len(model.blocks))]
+    assert all(block.drop_path1.drop_prob == block.drop_path2.drop_prob == 0.5 for block in model.blocks)
+
+
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_vit_classifies_through_the_shared_head(pool):
+    """VisionTransformer is a ClassTokenClassifier (like CaiT and ConViT): only the pooling is its own, and the
+    head keeps timm's names (head.weight, head.bias, norm.* or fc_norm.*)."""
+    from vitedu.vit import ClassTokenClassifier
+
+    model = VisionTransformer(**SMALL, pool=pool).eval()
+    assert isinstance(model, ClassTokenClassifier)
+    assert type(model).forward_head is ClassTokenClassifier.forward_head
+    norm = "norm" if pool == "cls" else "fc_norm"
+    assert {"head.weight", "head.bias", f"{norm}.weight", f"{norm}.bias"} <= set(model.state_dict())
+    images = torch.randn(2, 3, 32, 32)
+    features = model.forward_features(images)
+    pooled = features[:, 0] if pool == "cls" else model.fc_norm(features.mean(1))  # mean: no prefix token
+    torch.testing.assert_close(model.forward_head(features, pre_logits=True), pooled)
+    torch.testing.assert_close(model(images), model.head(pooled))
+
+
 def test_layer_scale_reaches_every_block():
     """init_values=1e-5 gives every block's two branches LayerScale factors of 1e-5 (and none without it)."""
     scaled = VisionTransformer(**SMALL, init_values=1e-5)

@@ -97,7 +97,59 @@ def merge_heads(x: Tensor) -> Tensor:
     return rearrange(x, "b h t d -> b t (h d)")
 
 
-class MultiHeadSelfAttention(nn.Module):
+class AttentionBase(nn.Module):
+    """What every attention layer in vitedu shares; the variants override only the step that differs.
+
+    (batch, tokens, dim) -> (batch, queries, dim), weights (batch, heads, queries, keys) or None
+
+    The contract (timm's names): ``num_heads``; ``head_dim`` = d_k = dim / heads; ``scale`` = 1/sqrt(head_dim);
+    ``attn_drop``, an ``nn.Dropout`` on the attention weights (only its rate ``attn_drop.p`` reaches the fused
+    kernel); ``proj``, the Linear that mixes the concatenated heads, and ``proj_drop`` after it. ``forward`` runs
+    three steps, each a method a variant may replace:
+
+    1. ``project(x)`` -> q, k, v, each (batch, heads, tokens, head_dim), cut with :func:`split_heads`;
+    2. ``attend(q, k, v, need_weights)`` -> per-head output (batch, heads, queries, head_dim), weights or None;
+    3. :func:`merge_heads`, then ``proj`` and ``proj_drop``.
+
+    Subclasses call ``super().__init__`` first, then build their input projections and ``proj`` (in the order of
+    timm's modules, so a seeded model starts from the same weights).
+    """
+
+    proj: nn.Linear
+
+    def __init__(self, dim: int, num_heads: int, attn_drop: float = 0.0, proj_drop: float = 0.0,
+                 fused_attn: bool = True) -> None:
+        super().__init__()
+        check_num_heads(dim, num_heads)
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim**-0.5  # 1/sqrt(d_k), with d_k the *head* size, not dim
+        self.fused_attn = fused_attn
+        self.attn_drop = nn.Dropout(attn_drop)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(batch, tokens, dim) -> q, k, v, each (batch, heads, tokens, head_dim)."""
+        raise NotImplementedError(f"{type(self).__name__} must define project(x) -> q, k, v")
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """softmax(q k^T * scale) v per head, with dropout on the weights in training; the fused kernel unless the
+        weights are needed or ``fused_attn`` is off. -> (batch, heads, queries, head_dim), weights or None"""
+        return scaled_dot_product_attention(
+            q, k, v,
+            dropout_p=self.attn_drop.p if self.training else 0.0,
+            need_weights=need_weights or not self.fused_attn,
+            scale=self.scale,
+        )
+
+    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        q, k, v = self.project(x)  # each (batch, heads, tokens, head_dim)
+        x, weights = self.attend(q, k, v, need_weights=need_weights)
+        x = self.proj_drop(self.proj(merge_heads(x)))  # concatenate the heads and mix them: (batch, queries, dim)
+        return x, weights if need_weights else None
+
+
+class MultiHeadSelfAttention(AttentionBase):
     """h attention heads of size d_k = dim / h, computed in parallel and mixed by an output projection.
 
     (batch, tokens, dim) -> (batch, tokens, dim), weights (batch, heads, tokens, tokens) or None
@@ -116,26 +168,10 @@ class MultiHeadSelfAttention(nn.Module):
         proj_drop: float = 0.0,
         fused_attn: bool = True,
     ) -> None:
-        super().__init__()
-        check_num_heads(dim, num_heads)
-        self.num_heads = num_heads
-        self.head_dim = dim // num_heads
-        self.scale = self.head_dim**-0.5  # 1/sqrt(d_k), with d_k the *head* size, not dim
-        self.fused_attn = fused_attn
-        self.attn_drop = attn_drop
+        super().__init__(dim, num_heads, attn_drop=attn_drop, proj_drop=proj_drop, fused_attn=fused_attn)
         self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
-        self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        # x: (batch, tokens, dim)
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         q, k, v = (split_heads(part, self.num_heads) for part in self.qkv(x).chunk(3, dim=-1))  # [q | k | v]
-        x, weights = scaled_dot_product_attention(
-            q, k, v,  # each (batch, heads, tokens, head_dim)
-            dropout_p=self.attn_drop if self.training else 0.0,
-            need_weights=need_weights or not self.fused_attn,
-            scale=self.scale,
-        )
-        x = merge_heads(x)  # concatenate the heads: (batch, tokens, dim)
-        x = self.proj_drop(self.proj(x))
-        return x, weights if need_weights else None
+        return q, k, v

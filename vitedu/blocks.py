@@ -69,6 +69,19 @@ class LayerScale(nn.Module):
         return x * self.gamma
 
 
+def drop_path_rates(drop_path_rate: float, depth: int) -> list[float]:
+    """Stochastic depth's linear schedule, one rate per block: block i of ``depth`` drops its residual branches
+    with probability drop_path_rate * i / (depth - 1), from 0 in the first block to ``drop_path_rate`` in the last
+    (Huang et al., 2016; timm's and DeiT's ``torch.linspace(0, drop_path_rate, depth)``). Deeper blocks drop more:
+    the early ones compute features every later block relies on."""
+    if not 0.0 <= drop_path_rate < 1.0:
+        raise ValueError(
+            f"drop_path_rate is the probability of skipping the last block's residual branches, so it must be in "
+            f"[0, 1); got {drop_path_rate}. Small values such as 0.1 are usual; 0 switches stochastic depth off."
+        )
+    return [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
+
+
 class Block(nn.Module):
     """One pre-norm Transformer encoder block (timm's names: norm1, attn, norm2, mlp, ls1/ls2).
 
@@ -93,7 +106,9 @@ class Block(nn.Module):
         # Later ViTs change only how tokens attend (CaiT's talking heads, ConViT's gated positional
         # attention): they pass their own module, called like MultiHeadSelfAttention, and reuse the rest.
         if attn_layer is None:
-            attn_layer = MultiHeadSelfAttention(dim, num_heads, qkv_bias, attn_drop, proj_drop)
+            attn_layer = MultiHeadSelfAttention(
+                dim, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop, proj_drop=proj_drop
+            )
         self.attn = attn_layer
         self.ls1 = LayerScale(dim, init_values) if init_values else nn.Identity()
         self.drop_path1 = DropPath(drop_path) if drop_path > 0 else nn.Identity()

@@ -18,13 +18,13 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .attention import check_num_heads, scaled_dot_product_attention
+from .attention import AttentionBase, MultiHeadSelfAttention, split_heads
 from .blocks import Block
 from .patching import PatchEmbedding, learned_pos_embed
 from .vit import ClassTokenClassifier, init_linear_layers
 
 
-class TalkingHeadAttention(nn.Module):
+class TalkingHeadAttention(MultiHeadSelfAttention):
     """Multi-head self-attention whose heads exchange information through their attention maps.
 
     (batch, tokens, dim) -> (batch, tokens, dim), weights (batch, heads, tokens, tokens) or None
@@ -32,31 +32,22 @@ class TalkingHeadAttention(nn.Module):
     ``proj_l`` mixes the heads' logits before the softmax, ``proj_w`` mixes the attention weights after
     it; both are Linear(heads, heads) applied along the head axis. With identity mixing this is ordinary
     multi-head attention. The mixed weights need not sum to one any more; the returned ones are those
-    that multiply the values.
+    that multiply the values. Only ``attend`` differs from ``MultiHeadSelfAttention`` (the same ``qkv``
+    and ``proj``); the weights are always computed, since the fused kernel cannot mix heads.
     """
 
     def __init__(
         self, dim: int, num_heads: int, qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0
     ) -> None:
-        super().__init__()
-        check_num_heads(dim, num_heads)
-        self.num_heads = num_heads
-        self.scale = (dim // num_heads) ** -0.5
-        self.qkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
-        self.attn_drop = nn.Dropout(attn_drop)
-        self.proj = nn.Linear(dim, dim)
+        super().__init__(dim, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop, proj_drop=proj_drop, fused_attn=False)
         self.proj_l = nn.Linear(num_heads, num_heads)  # mixes the logits of the heads
         self.proj_w = nn.Linear(num_heads, num_heads)  # mixes the attention weights of the heads
-        self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        # x: (batch, tokens, dim)
-        q, k, v = rearrange(self.qkv(x), "b t (qkv h d) -> qkv b h t d", qkv=3, h=self.num_heads)
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor]:
         logits = (q * self.scale) @ k.transpose(-2, -1)  # (batch, heads, queries, keys)
         weights = _mix_heads(self.proj_l, logits).softmax(dim=-1)
         weights = _mix_heads(self.proj_w, weights)
-        x = rearrange(self.attn_drop(weights) @ v, "b h t d -> b t (h d)")
-        return self.proj_drop(self.proj(x)), weights if need_weights else None
+        return self.attn_drop(weights) @ v, weights  # (batch, heads, queries, head_dim)
 
 
 def _mix_heads(linear: nn.Linear, maps: Tensor) -> Tensor:
@@ -64,39 +55,29 @@ def _mix_heads(linear: nn.Linear, maps: Tensor) -> Tensor:
     return rearrange(linear(rearrange(maps, "b h q k -> b q k h")), "b q k h -> b h q k")
 
 
-class ClassAttention(nn.Module):
+class ClassAttention(AttentionBase):
     """Attention in which only [CLS] (token 0) asks; all tokens, [CLS] included, answer.
 
     (batch, 1 + patches, dim) -> new [CLS] (batch, 1, dim), weights (batch, heads, 1, 1 + patches) or None
 
     The cost is linear in the number of patches (one query instead of T), and the patch tokens are
-    left untouched: summarising the image is separated from processing it.
+    left untouched: summarising the image is separated from processing it. Only ``project`` differs from
+    ``MultiHeadSelfAttention`` (separate ``q``, ``k``, ``v`` Linears, as timm, and one query).
     """
 
     def __init__(
         self, dim: int, num_heads: int, qkv_bias: bool = True, attn_drop: float = 0.0, proj_drop: float = 0.0
     ) -> None:
-        super().__init__()
-        check_num_heads(dim, num_heads)
-        self.num_heads = num_heads
-        self.scale = (dim // num_heads) ** -0.5
-        self.attn_drop = attn_drop
+        super().__init__(dim, num_heads, attn_drop=attn_drop, proj_drop=proj_drop)
         self.q = nn.Linear(dim, dim, bias=qkv_bias)
         self.k = nn.Linear(dim, dim, bias=qkv_bias)
         self.v = nn.Linear(dim, dim, bias=qkv_bias)
         self.proj = nn.Linear(dim, dim)
-        self.proj_drop = nn.Dropout(proj_drop)
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         # x: (batch, 1 + patches, dim), [CLS] first
-        heads = "b t (h d) -> b h t d"
-        q = rearrange(self.q(x[:, :1]), heads, h=self.num_heads)  # (batch, heads, 1, head_dim): one query
-        k, v = (rearrange(layer(x), heads, h=self.num_heads) for layer in (self.k, self.v))
-        cls, weights = scaled_dot_product_attention(
-            q, k, v, dropout_p=self.attn_drop if self.training else 0.0, need_weights=need_weights, scale=self.scale
-        )
-        cls = rearrange(cls, "b h 1 d -> b 1 (h d)")
-        return self.proj_drop(self.proj(cls)), weights
+        q = split_heads(self.q(x[:, :1]), self.num_heads)  # (batch, heads, 1, head_dim): one query
+        return q, split_heads(self.k(x), self.num_heads), split_heads(self.v(x), self.num_heads)
 
 
 # timm's CaiT stores the LayerScale vectors as ``gamma_1``/``gamma_2`` directly on the block; vitedu's
@@ -129,9 +110,10 @@ class LayerScaleBlock(Block):
     ) -> None:
         if not init_values:
             raise ValueError(f"CaiT blocks always have LayerScale: init_values must be > 0, got {init_values!r}")
-        attn = attn_class(dim, num_heads, qkv_bias, attn_drop, proj_drop)
-        super().__init__(dim, num_heads, mlp_ratio, qkv_bias, proj_drop, attn_drop, drop_path, init_values,
-                         norm_eps, attn_layer=attn)
+        attn = attn_class(dim, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop, proj_drop=proj_drop)
+        super().__init__(dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop,
+                         attn_drop=attn_drop, drop_path=drop_path, init_values=init_values, norm_eps=norm_eps,
+                         attn_layer=attn)
         self.register_state_dict_post_hook(_to_timm_names)
         self.register_load_state_dict_pre_hook(_from_timm_names)
 
@@ -190,7 +172,9 @@ class Cait(ClassTokenClassifier):
             )
         self.num_classes = num_classes
         self.embed_dim = embed_dim
-        self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, embed_dim)
+        self.patch_embed = PatchEmbedding(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim
+        )
         self.cls_token = nn.Parameter(nn.init.trunc_normal_(torch.zeros(1, 1, embed_dim), std=0.02))
         self.pos_embed = learned_pos_embed(self.patch_embed.num_patches, embed_dim)  # patches only
         self.pos_drop = nn.Dropout(drop_rate)

@@ -24,8 +24,8 @@ import torch
 from einops import rearrange
 from torch import Tensor, nn
 
-from .attention import check_num_heads
-from .blocks import Block
+from .attention import AttentionBase, split_heads
+from .blocks import Block, drop_path_rates
 from .patching import PatchEmbedding, learned_pos_embed, pair
 from .vit import ClassTokenClassifier, init_linear_layers
 
@@ -43,7 +43,7 @@ def relative_positions(grid_size: int | tuple[int, int]) -> Tensor:
     return torch.stack([dx, dy, dx**2 + dy**2], dim=-1).float()
 
 
-class GatedPositionalSelfAttention(nn.Module):
+class GatedPositionalSelfAttention(AttentionBase):
     """GPSA: per head, a gated mix of content attention and a learned positional attention map.
 
     (batch, patches, dim) -> (batch, patches, dim), weights (batch, heads, patches, patches) or None
@@ -62,8 +62,7 @@ class GatedPositionalSelfAttention(nn.Module):
         proj_drop: float = 0.0,
         locality_strength: float = 1.0,
     ) -> None:
-        super().__init__()
-        check_num_heads(dim, num_heads)
+        super().__init__(dim, num_heads, attn_drop=attn_drop, proj_drop=proj_drop, fused_attn=False)
         kernel = math.isqrt(num_heads)
         if kernel * kernel != num_heads:
             squares = [n * n for n in range(1, 6)]
@@ -71,15 +70,11 @@ class GatedPositionalSelfAttention(nn.Module):
                 f"GPSA's local initialisation puts one head at each offset of a k x k kernel, so num_heads "
                 f"must be a perfect square; got {num_heads}. Use one of {squares} (and a matching embed_dim)."
             )
-        self.num_heads = num_heads
-        self.scale = (dim // num_heads) ** -0.5
         self.locality_strength = locality_strength
         self.qk = nn.Linear(dim, 2 * dim, bias=qkv_bias)
         self.v = nn.Linear(dim, dim, bias=qkv_bias)
-        self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(dim, dim)
         self.pos_proj = nn.Linear(3, num_heads)  # v_h: one row per head, read against r_ij = (dx, dy, d^2)
-        self.proj_drop = nn.Dropout(proj_drop)
         self.gating_param = nn.Parameter(torch.ones(num_heads))  # lambda_h
         # A function of the grid only: a buffer that follows .to(device), not saved in checkpoints.
         self.register_buffer("rel_indices", relative_positions(grid_size), persistent=False)
@@ -107,20 +102,21 @@ class GatedPositionalSelfAttention(nn.Module):
         """Each head's attention from position alone, the same for every image. -> (heads, patches, patches)"""
         return rearrange(self.pos_proj(self.rel_indices), "q k h -> h q k").softmax(dim=-1)
 
-    def forward(self, x: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         # x: (batch, patches, dim)
         if x.shape[1] != self.rel_indices.shape[0]:
             raise ValueError(
                 f"GPSA was built for {self.rel_indices.shape[0]} patches and got {x.shape[1]} tokens: it "
                 "attends over patches only (insert [CLS] after the GPSA layers) at the model's image size."
             )
-        q, k = rearrange(self.qk(x), "b t (qk h d) -> qk b h t d", qk=2, h=self.num_heads)
+        q, k = (split_heads(part, self.num_heads) for part in self.qk(x).chunk(2, dim=-1))  # [q | k]
+        return q, k, split_heads(self.v(x), self.num_heads)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor]:
         content = ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)  # (batch, heads, queries, keys)
         gate = torch.sigmoid(self.gating_param).view(-1, 1, 1)  # (heads, 1, 1): share of position
         weights = (1 - gate) * content + gate * self.positional_attention()  # rows still sum to one
-        v = rearrange(self.v(x), "b t (h d) -> b h t d", h=self.num_heads)
-        x = rearrange(self.attn_drop(weights) @ v, "b h t d -> b t (h d)")
-        return self.proj_drop(self.proj(x)), weights if need_weights else None
+        return self.attn_drop(weights) @ v, weights  # (batch, heads, patches, head_dim)
 
 
 class ConVit(ClassTokenClassifier):
@@ -161,20 +157,23 @@ class ConVit(ClassTokenClassifier):
         self.num_classes = num_classes
         self.embed_dim = embed_dim
         self.local_up_to_layer = local_up_to_layer
-        self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, embed_dim)
+        self.patch_embed = PatchEmbedding(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim
+        )
         self.cls_token = nn.Parameter(nn.init.trunc_normal_(torch.zeros(1, 1, embed_dim), std=0.02))
         self.pos_embed = learned_pos_embed(self.patch_embed.num_patches, embed_dim)  # patches only
         self.pos_drop = nn.Dropout(drop_rate)
         grid = self.patch_embed.grid_size
-        drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]
         self.blocks = nn.ModuleList(
             Block(
-                embed_dim, num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate, dp, None, norm_eps,
+                embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=drop_rate,
+                attn_drop=attn_drop_rate, drop_path=dp, norm_eps=norm_eps,
                 attn_layer=GatedPositionalSelfAttention(
-                    embed_dim, num_heads, grid, qkv_bias, attn_drop_rate, drop_rate, locality_strength
-                ) if i < local_up_to_layer else None,
+                    embed_dim, num_heads, grid_size=grid, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
+                    proj_drop=drop_rate, locality_strength=locality_strength,
+                ) if i < local_up_to_layer else None,  # None: the block's ordinary multi-head attention
             )
-            for i, dp in enumerate(drop_path)
+            for i, dp in enumerate(drop_path_rates(drop_path_rate, depth))
         )
         self.norm = nn.LayerNorm(embed_dim, eps=norm_eps)
         self.head_drop = nn.Dropout(drop_rate)

@@ -297,7 +297,8 @@ def _build(kwargs: dict[str, Any], state: dict[str, Tensor], source: Path, img_s
         new = VisionTransformer(**{**kwargs, "img_size": img_size, "depth": 0, "num_classes": 0})
         if "pos_embed" in state and not kwargs.get("pos_embed") == "sincos":
             state = {**state, "pos_embed": resample_pos_embed(
-                state["pos_embed"], new.patch_embed.grid_size, old.patch_embed.grid_size, old.num_prefix_tokens)}
+                state["pos_embed"], new.patch_embed.grid_size, old_grid=old.patch_embed.grid_size,
+                num_prefix_tokens=old.num_prefix_tokens)}
         kwargs = {**kwargs, "img_size": img_size}
     try:
         model = model_class(**kwargs)

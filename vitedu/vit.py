@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .blocks import Block
+from .blocks import Block, drop_path_rates
 from .mimetic import mimetic_init_
 from .patching import PatchEmbedding, learned_pos_embed, resample_pos_embed, sincos_pos_embed_2d
 
@@ -27,29 +27,38 @@ def init_linear_layers(model: nn.Module) -> None:
 
 
 class ClassTokenClassifier(nn.Module):
-    """The outer shape shared by CaiT and ConViT: ``_encode`` the image into tokens ([CLS] first, normed),
-    then a head on [CLS]. Subclasses build ``head_drop`` and ``head`` and define ``_encode``."""
+    """The outer shape of every vitedu classifier (ViT, DeiT, CaiT, ConViT): ``_encode`` the image into tokens
+    ([CLS] first, after the final norm), pool them into one vector per image, then ``head_drop`` and ``head``.
+
+    Subclasses build ``head_drop`` and ``head`` and define ``_encode``; the pooling is [CLS] (token 0) unless they
+    override ``pool_features`` (ViT with pool="mean"). DeiT overrides ``forward_head`` for its second head.
+    """
 
     head_drop: nn.Module
     head: nn.Module
 
     def _encode(self, images: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must define _encode(images, need_weights)")
 
     def forward_features(self, images: Tensor) -> Tensor:
-        """(batch, in_chans, height, width) -> (batch, 1 + patches, embed_dim), [CLS] first, after the norm."""
+        """(batch, in_chans, height, width) -> (batch, tokens, embed_dim), after the final norm; the prefix tokens
+        ([CLS], and DeiT's [DIST]) come first, then the patches row by row."""
         return self._encode(images)[0]
 
+    def pool_features(self, features: Tensor) -> Tensor:
+        """(batch, tokens, embed_dim) -> (batch, embed_dim): the [CLS] token."""
+        return features[:, 0]
+
     def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
-        """(batch, 1 + patches, embed_dim) -> (batch, num_classes) from [CLS]."""
-        cls = self.head_drop(features[:, 0])
-        return cls if pre_logits else self.head(cls)
+        """(batch, tokens, embed_dim) -> (batch, num_classes); pre_logits=True stops before the head."""
+        pooled = self.head_drop(self.pool_features(features))  # (batch, embed_dim)
+        return pooled if pre_logits else self.head(pooled)
 
     def forward(self, images: Tensor) -> Tensor:
         return self.forward_head(self.forward_features(images))
 
 
-class VisionTransformer(nn.Module):
+class VisionTransformer(ClassTokenClassifier):
     """A plain ViT classifier.
 
     (batch, in_chans, height, width) -> logits (batch, num_classes)
@@ -97,21 +106,23 @@ class VisionTransformer(nn.Module):
         self.embed_dim = embed_dim
         self.num_prefix_tokens = 1 if pool == "cls" else 0
 
-        self.patch_embed = PatchEmbedding(img_size, patch_size, in_chans, embed_dim)
+        self.patch_embed = PatchEmbedding(
+            img_size=img_size, patch_size=patch_size, in_chans=in_chans, embed_dim=embed_dim
+        )
         self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dim)) if pool == "cls" else None
         num_tokens = self.num_prefix_tokens + self.patch_embed.num_patches
         if pos_embed == "learn":
             self.pos_embed = learned_pos_embed(num_tokens, embed_dim)
         else:
             grid = self.patch_embed.grid_size
-            sincos = sincos_pos_embed_2d(embed_dim, grid, self.num_prefix_tokens)
+            sincos = sincos_pos_embed_2d(embed_dim, grid, num_prefix_tokens=self.num_prefix_tokens)
             self.pos_embed = nn.Parameter(sincos, requires_grad=pos_embed == "learn_sincos")
         self.pos_drop = nn.Dropout(drop_rate)
 
-        drop_path = [drop_path_rate * i / max(depth - 1, 1) for i in range(depth)]  # deeper blocks drop more
         self.blocks = nn.ModuleList(
-            Block(embed_dim, num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate, dp, init_values, norm_eps)
-            for dp in drop_path
+            Block(embed_dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=drop_rate,
+                  attn_drop=attn_drop_rate, drop_path=dp, init_values=init_values, norm_eps=norm_eps)
+            for dp in drop_path_rates(drop_path_rate, depth)  # deeper blocks drop more
         )
         # Final LayerNorm: on every token before [CLS] pooling, or on the average after mean pooling.
         self.norm = nn.LayerNorm(embed_dim, eps=norm_eps) if pool == "cls" else nn.Identity()
@@ -133,7 +144,9 @@ class VisionTransformer(nn.Module):
         """Prepend [CLS] and add positions. (batch, patches, dim) -> (batch, tokens, dim)"""
         pos_embed = self.pos_embed
         if grid_size != self.patch_embed.grid_size:  # another resolution: resample the position grid
-            pos_embed = resample_pos_embed(pos_embed, grid_size, self.patch_embed.grid_size, self.num_prefix_tokens)
+            pos_embed = resample_pos_embed(
+                pos_embed, grid_size, old_grid=self.patch_embed.grid_size, num_prefix_tokens=self.num_prefix_tokens
+            )
         prefix = [token.expand(x.shape[0], -1, -1) for token in self._prefix_tokens()]
         x = torch.cat([*prefix, x], dim=1)
         return self.pos_drop(x + pos_embed)
@@ -142,7 +155,7 @@ class VisionTransformer(nn.Module):
         """The learned tokens put in front of the patches, each (1, 1, dim): [CLS], or none with mean pooling."""
         return [self.cls_token] if self.cls_token is not None else []
 
-    def _encode(self, images: Tensor, need_weights: bool) -> tuple[Tensor, list[Tensor]]:
+    def _encode(self, images: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
         x = self.patch_embed(images)  # (batch, patches, dim)
         patch = self.patch_embed.patch_size
         x = self._pos_embed(x, (images.shape[-2] // patch[0], images.shape[-1] // patch[1]))
@@ -152,18 +165,10 @@ class VisionTransformer(nn.Module):
             maps.append(weights)
         return self.norm(x), maps  # (batch, tokens, dim)
 
-    def forward_features(self, images: Tensor) -> Tensor:
-        """(batch, in_chans, height, width) -> (batch, tokens, embed_dim), after the final norm."""
-        return self._encode(images, need_weights=False)[0]
-
-    def forward_head(self, features: Tensor, pre_logits: bool = False) -> Tensor:
-        """(batch, tokens, embed_dim) -> (batch, num_classes); pre_logits=True stops before the head."""
+    def pool_features(self, features: Tensor) -> Tensor:
+        """(batch, tokens, embed_dim) -> (batch, embed_dim): [CLS], or the mean of the patch tokens then fc_norm."""
         pooled = features[:, 0] if self.pool == "cls" else features[:, self.num_prefix_tokens :].mean(dim=1)
-        pooled = self.head_drop(self.fc_norm(pooled))  # (batch, embed_dim)
-        return pooled if pre_logits else self.head(pooled)
-
-    def forward(self, images: Tensor) -> Tensor:
-        return self.forward_head(self.forward_features(images))
+        return self.fc_norm(pooled)  # an Identity with pool="cls": the tokens were normed in _encode
 
     @torch.no_grad()
     def attention_maps(self, images: Tensor) -> Tensor:

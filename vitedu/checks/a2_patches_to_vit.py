@@ -86,7 +86,7 @@ def check_patch_embedding(cls: Callable[..., nn.Module], device=None) -> None:
             f"__init__ (here Linear({p * p * chans}, {dim})); got {proj!r}. Keep the __init__ and write only forward()."
         )
     module = module.to(device).eval()
-    ref = PatchEmbedding(img, p, chans, dim).to(device).eval()
+    ref = PatchEmbedding(img_size=img, patch_size=p, in_chans=chans, embed_dim=dim).to(device).eval()
     with torch.no_grad():
         ref.proj.weight.copy_(rearrange(proj.weight, "d (p1 p2 c) -> d c p1 p2", p1=p, p2=p))
         ref.proj.bias.copy_(proj.bias)
