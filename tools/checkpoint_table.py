@@ -1,8 +1,9 @@
 """The table of timm checkpoint families (python tools/checkpoint_table.py): which ones vitedu loads exactly.
 
 ``FAMILIES`` lists one representative timm architecture per family with the outcome that tests/test_timm_hub.py
-checks against timm itself; tests/test_pretrained_files.py checks that book/api.md ("Checkpoint families") holds exactly this table. The
-reasons of a refusal are vitedu's own (``vitedu.timm_configs.name_reasons``), so the table says what a user sees.
+checks against timm itself; tests/test_pretrained_files.py checks that book/api.md ("Checkpoint families") holds
+exactly this table. The reasons of a refusal are vitedu's own (``vitedu.timm_configs.name_reasons``), so the
+table says what a user sees.
 """
 
 from __future__ import annotations

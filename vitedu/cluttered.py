@@ -14,7 +14,7 @@ The digit sits on the 4-pixel grid of the model's patches by default (``position
 ``POSITION_STEP`` for why), the clutter anywhere.
 
 Rules that keep the task honest:
-- canvases of a split are made only from digits of the same split of :func:`vitedu.data.load_digits`
+- canvases of a split are made only from digits of the same split of :func:`vitedu.digits.load_digits`
   (the whole digit *and* the clutter), so no test digit, or piece of one, is ever seen in training;
 - clutter never overlaps the digit's 8x8 cell, so the digit is never occluded;
 - the box is the tight box around the digit's ink, so "attention on the box" measures localisation;
@@ -175,7 +175,7 @@ def load_cluttered_digits(
     Returns images (N, 1, S, S) float32 in [0, 1], labels (N,) int64 and boxes (N, 4) int64 as
     (top, left, height, width) of the digit's ink in pixels. N defaults to ``CLUTTERED_SIZES[split]``
     (10,000 / 2,000 / 2,000). The same arguments always give the same canvases; ``seed`` draws another
-    set from the same digits (the digit split itself is the fixed one of :func:`vitedu.data.load_digits`).
+    set from the same digits (the digit split itself is the fixed one of :func:`vitedu.digits.load_digits`).
     Training in :mod:`vitedu.train` draws *fresh* training canvases every epoch with :func:`make_cluttered`.
     """
     splits = load_digits()
@@ -196,9 +196,9 @@ class ClutteredLoader:
 
     A fixed training set of canvases would let a model memorise them; drawing new ones every epoch is
     data augmentation for free (the digits stay the same 1,259 training digits). Like
-    :class:`vitedu.data.TensorLoader`, ``set_epoch(e)`` makes the canvases depend only on (seed, epoch),
+    :class:`vitedu.loaders.TensorLoader`, ``set_epoch(e)`` makes the canvases depend only on (seed, epoch),
     so a resumed run sees the same batches as an uninterrupted one. ``augment`` (e.g.
-    :func:`vitedu.data.digits_augment`) transforms the pool of 8x8 digits before each epoch's canvases are
+    :func:`vitedu.augment.digits_augment`) transforms the pool of 8x8 digits before each epoch's canvases are
     drawn, so the digit varies *inside* its cell too; the boxes follow the augmented ink.
     """
 

@@ -11,8 +11,9 @@ Each loader returns a dict of splits, each a pair of tensors:
 The rooms behind this door, one concept each: :mod:`vitedu.digits` (the shipped digits and the stratified
 split), :mod:`vitedu.cifar` (CIFAR-10), :mod:`vitedu.cluttered` (one digit among clutter),
 :mod:`vitedu.augment` (augmentations) and :mod:`vitedu.loaders` (``TensorLoader``: batches on the device).
-Images stay uint8 in memory; a :class:`TensorLoader` turns them into shuffled float batches on the device and
-applies the augmentation there, a whole batch at a time. Everything is plain torch: torchvision is not needed.
+Images stay uint8 in memory; a :class:`vitedu.loaders.TensorLoader` turns them into shuffled float batches on
+the device and applies the augmentation there, a whole batch at a time.
+Everything is plain torch: torchvision is not needed.
 
 ``make_loaders(config, device)`` builds the train/val/test loaders of a training run (``vitedu.train.TrainConfig``)
 for any of the data sets, including your own images (``vitedu.imagefolder``).

@@ -75,7 +75,7 @@ def load_digits(seed: int = 0) -> dict[str, Split]:
     """The digits in a fixed stratified train/val/test split (1259 / 179 / 359 with ``seed=0``).
 
     Returns {"train", "val", "test"} -> (images (N, 1, 8, 8) uint8 in [0, 16], labels (N,) int64).
-    Divide by ``DIGITS_MAX`` to get [0, 1]; :class:`TensorLoader` does that for you.
+    Divide by ``DIGITS_MAX`` to get [0, 1]; :class:`vitedu.loaders.TensorLoader` does that for you.
     """
     images, labels = digits_arrays()
     split = stratified_split(labels, {"test": 0.2, "val": 0.1, "train": 0.7}, seed)

@@ -202,7 +202,7 @@ class Transform:
         return (images - mean) / std
 
     def resize(self, images: Tensor) -> Tensor:
-        """(B, C, H, W) -> (B, C, *input_size[1:]); images already of that size are returned as they are."""
+        """(B, C, H, W) -> (B, C, H_in, W_in), ``(H_in, W_in) = input_size[1:]``; images of that size pass unchanged."""
         height, width = self.input_size[1:]
         if tuple(images.shape[-2:]) == (height, width):
             return images
