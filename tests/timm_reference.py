@@ -53,8 +53,18 @@ def import_timm():
     """Return the ``timm`` module, or None if timm is not installed."""
     if importlib.util.find_spec("timm") is None:
         return None
-    if importlib.util.find_spec("torchvision") is None:
-        sys.meta_path.append(_StubFinder())
-    import timm
+    if importlib.util.find_spec("torchvision") is not None or "timm" in sys.modules:
+        import timm
 
+        return timm
+    finder = _StubFinder()
+    sys.meta_path.append(finder)
+    try:
+        import timm
+    finally:
+        # timm keeps the dummies it imported; nothing else may find the stand-in afterwards (transformers asks
+        # importlib whether torchvision is installed, and would route its image processors through the dummies).
+        sys.meta_path.remove(finder)
+        for name in [n for n in sys.modules if n == "torchvision" or n.startswith("torchvision.")]:
+            del sys.modules[name]
     return timm
