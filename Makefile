@@ -31,6 +31,7 @@ help:
 	@echo "make constraints  freeze the environment into constraints.new, to review against constraints.txt"
 	@echo "make weights      retrain the weights shipped in vitedu/assets (about 15 minutes on one CPU thread)"
 	@echo "make mutation     mutation testing of the package (slow, not part of make test): score per module"
+	@echo "make check-newest a fresh env from requirements.txt at the newest versions, then nbval (downloads torch)"
 	@echo "make clean        remove _build and .pytest_cache"
 
 venv: $(VENV)/.installed
@@ -104,3 +105,19 @@ mutation: venv
 	ulimit -v 8000000; env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=1 VITEDU_TEST_THREADS=1 nice -n 15 \
 		$(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(foreach m,$(MUTATE),"vitedu.$(m).*")
 	$(BIN)/python tools/mutation_report.py
+
+# What a reader who installs only requirements.txt gets: a fresh environment at the newest versions pip finds
+# (no constraints.txt), then every chapter and assignment source re-run by nbval against its stored outputs.
+# Not part of `make test`: it downloads the newest torch, on Linux a CUDA build of gigabytes unless TORCH_INDEX
+# names PyTorch's CPU index; NEWEST_TORCH pins it instead (e.g. NEWEST_TORCH=torch==2.13.0).
+# tests/test_requirements.py, part of `make test`, checks that requirements.txt names every notebook import.
+NEWEST_VENV  ?= _build/venv-newest
+NEWEST_TORCH ?= torch
+.PHONY: check-newest
+check-newest:
+	rm -rf $(NEWEST_VENV)
+	$(PYTHON) -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade \
+		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(NEWEST_TORCH)" -r requirements.txt pytest nbval ipykernel
+	$(NEWEST_VENV)/bin/python -m pip list --disable-pip-version-check | grep -iE '^(torch|numpy|matplotlib|transformers) '
+	PYTHONPATH=$(CURDIR) $(NEWEST_VENV)/bin/python -m pytest --nbval notebooks -p no:cacheprovider $(PYTEST_ARGS)

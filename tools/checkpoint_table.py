@@ -1,7 +1,7 @@
 """The table of timm checkpoint families (python tools/checkpoint_table.py): which ones vitedu loads exactly.
 
 ``FAMILIES`` lists one representative timm architecture per family with the outcome that tests/test_timm_hub.py
-checks against timm itself; tests/test_pretrained_files.py checks that the README holds exactly this table. The
+checks against timm itself; tests/test_pretrained_files.py checks that book/api.md ("Checkpoint families") holds exactly this table. The
 reasons of a refusal are vitedu's own (``vitedu.timm_configs.name_reasons``), so the table says what a user sees.
 """
 
@@ -36,7 +36,7 @@ FAMILIES: list[tuple[str, str, bool, str]] = [
 
 
 def support_table() -> str:
-    """The README's table of checkpoint families, from ``FAMILIES`` (which the tests check against timm)."""
+    """The table of checkpoint families in book/api.md, from ``FAMILIES`` (which the tests check against timm)."""
     lines = ["| family | example timm architecture | vitedu |", "|---|---|---|"]
     for family, arch, exact, _ in FAMILIES:
         outcome = "loads, identical logits" if exact else "refused: " + "; ".join(name_reasons(arch))

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch import nn
-from tqdm.auto import tqdm
+from tqdm import tqdm  # console bars: tqdm.auto warns on import in a notebook without ipywidgets
 
 from . import distributed, imagefolder
 from .augment import AUGMENTATIONS

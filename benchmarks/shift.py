@@ -1,0 +1,107 @@
+"""The shift experiment of chapter 8: accuracy against the digit's offset from the patch grid, three seeds a model.
+
+    python benchmarks/shift.py                 # score every stored model, write benchmarks/results/shift.json
+    python benchmarks/shift.py --train-cnn     # first train the three on-grid CNNs (about 5 CPU-minutes each)
+
+The models, each as three seeds:
+- "ViT, trained on the grid": the earlier recipe, trained with the digit's cell on the 4-pixel patch grid
+  (``position_step=4``), kept as a stored artefact: ``benchmarks/results/vit_grid_3_seeds.safetensors``;
+- "CNN, trained on the grid": the small convnet (``ConvTeacher``) trained on the same on-grid canvases with the
+  preset's teacher recipe: ``benchmarks/results/cnn_grid_3_seeds.safetensors`` (``--train-cnn`` makes it);
+- "ViT, trained anywhere": the shipped recipe's three seeds, trained with the digit at any pixel
+  (``vitedu/assets/vit_cluttered_digits_3_seeds.safetensors``), once it has been trained on the honest task.
+
+Every model is scored with :func:`vitedu.shift.offset_accuracy` on 1,000 test canvases per offset, drawn with a
+seed that no training or model choice used (``--canvas-seed``, default 11): test is read for the final models
+only, never to choose anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+import vitedu
+from vitedu.cnn import ConvTeacher
+from vitedu.data import make_loaders
+from vitedu.shift import offset_accuracy
+from vitedu.train import PRESETS, train_teacher
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+VIT_GRID = RESULTS / "vit_grid_3_seeds.safetensors"
+CNN_GRID = RESULTS / "cnn_grid_3_seeds.safetensors"
+VIT_ANYWHERE = ROOT / "vitedu" / "assets" / "vit_cluttered_digits_3_seeds.safetensors"
+SEEDS = (0, 1, 2)
+
+
+def seed_pack(path: Path, build) -> tuple[list[torch.nn.Module], dict]:
+    """The three models of a pack whose keys are 'seed{s}.<state_dict key>'; ``build(config)`` makes each one."""
+    with safe_open(str(path), "pt") as f:
+        config = json.loads(f.metadata()["config"])
+    tensors = load_file(str(path))
+    models = []
+    for seed in SEEDS:
+        state = {k.split(".", 1)[1]: v.float() for k, v in tensors.items() if k.startswith(f"seed{seed}.")}
+        model = build(config)
+        model.load_state_dict(state)
+        models.append(model.eval())
+    return models, config
+
+
+def vit(config: dict) -> torch.nn.Module:
+    return vitedu.create_model(config["model"], **config["model_kwargs"])
+
+
+def cnn(config: dict) -> torch.nn.Module:
+    return ConvTeacher(1, 10)
+
+
+def train_cnns() -> None:
+    """Three on-grid CNNs, the preset's teacher recipe (epochs, learning rate, batches), seeds 0, 1, 2."""
+    packed = {}
+    for seed in SEEDS:
+        config = replace(PRESETS["cluttered_digits"], position_step=4, seed=seed)
+        torch.manual_seed(seed)
+        teacher = train_teacher(config, make_loaders(config, torch.device("cpu")), torch.device("cpu"))
+        packed |= {f"seed{seed}.{k}": v.half().contiguous() for k, v in teacher.state_dict().items()}
+    meta = {"config": json.dumps(asdict(config) | {"seed": None}), "dtype": "float16", "seeds": "0,1,2"}
+    save_file(packed, str(CNN_GRID), metadata=meta)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--train-cnn", action="store_true", help="train the three on-grid CNNs first")
+    p.add_argument("--canvas-seed", type=int, default=11)
+    p.add_argument("--num-images", type=int, default=1_000)
+    p.add_argument("--out", default=str(RESULTS / "shift.json"))
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    if args.train_cnn:
+        train_cnns()
+    packs = {"ViT, trained on the grid": (VIT_GRID, vit), "CNN, trained on the grid": (CNN_GRID, cnn),
+             "ViT, trained anywhere": (VIT_ANYWHERE, vit)}
+    results = {"canvas_seed": args.canvas_seed, "num_images": args.num_images, "split": "test", "models": {}}
+    for name, (path, build) in packs.items():
+        if not path.exists():
+            print(f"{name}: {path.relative_to(ROOT)} not found, skipped")
+            continue
+        models, config = seed_pack(path, build)
+        if name == "ViT, trained anywhere" and config.get("position_step", 4) != 1:
+            print(f"{name}: {path.relative_to(ROOT)} was trained with the digit on the grid, skipped")
+            continue
+        accs = [offset_accuracy(m, 4, "test", args.num_images, args.canvas_seed).tolist() for m in models]
+        results["models"][name] = {"per_seed": accs, "position_step": config.get("position_step", 4)}
+        worst = [min(min(row) for row in acc) for acc in accs]
+        print(f"{name}: worst offset per seed {[round(w, 3) for w in worst]}")
+    Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
