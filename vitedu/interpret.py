@@ -31,7 +31,7 @@ def _check_maps(maps: Tensor, name: str = "maps") -> None:
         hint = " Stack one layer into a depth axis with maps.unsqueeze(0)." if maps.dim() == 4 else ""
         raise ValueError(
             f"expected attention maps of shape (depth, batch, heads, tokens, tokens), as returned by "
-            f"VisionTransformer.attention_maps, got shape {tuple(maps.shape)}.{hint}"
+            f"model.attention_maps (every vitedu model), got shape {tuple(maps.shape)}.{hint}"
         )
 
 
