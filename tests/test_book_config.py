@@ -208,7 +208,7 @@ def test_plain_docstrings_render_as_written() -> None:
     ]
     names = [name for name, _ in public_members("vitedu.attention")]
     assert names == ["scaled_dot_product_attention", "check_num_heads", "split_heads", "merge_heads",
-                     "MultiHeadSelfAttention"]
+                     "AttentionBase", "MultiHeadSelfAttention"]
 
 
 # `pytest --nbval` from the repository root, with no other flag, is the project's notebook check: it must
