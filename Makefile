@@ -55,7 +55,7 @@ lint: venv
 
 # The unit tier: what a change to the package should pass within a minute. The slow tier (trainings, nbgrader's
 # course cycle, timm's checkpoint families, the built book) runs in `make test`.
-UNIT_MARKERS := not slow and not book and not nbgrader and not hub and not network
+UNIT_MARKERS := not slow and not book and not nbgrader and not hub and not network and not integration
 unit: venv
 	$(BIN)/python -m pytest tests -m "$(UNIT_MARKERS)" $(PYTEST_ARGS)
 

@@ -37,6 +37,7 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
     return load_file(str(path))
 
 
+@pytest.mark.integration  # the two-process run of the ranks fixture takes half a minute
 def test_every_training_image_is_seen_once_per_epoch(ranks):
     _, (r0, r1) = ranks
     n = len(D.load_digits()["train"][1])
@@ -48,6 +49,7 @@ def test_every_training_image_is_seen_once_per_epoch(ranks):
     assert r0["seen"][0] != r0["seen"][1]  # a new order every epoch
 
 
+@pytest.mark.integration  # the two-process run of the ranks fixture takes half a minute
 def test_copies_are_identical_after_a_step(ranks):
     out, (r0, r1) = ranks
     assert r0["initial_head_sum"] != r1["initial_head_sum"]  # they started apart on purpose
@@ -57,6 +59,7 @@ def test_copies_are_identical_after_a_step(ranks):
             assert torch.equal(a[key], b[key]), (name, key)
 
 
+@pytest.mark.integration  # the two-process run of the ranks fixture takes half a minute
 def test_loss_goes_down_and_metrics_agree(ranks):
     _, (r0, r1) = ranks
     h = r0["history"]
@@ -65,6 +68,7 @@ def test_loss_goes_down_and_metrics_agree(ranks):
     assert r0["history"]["train_loss"] == r1["history"]["train_loss"] and r0["test_acc"] == r1["test_acc"]
 
 
+@pytest.mark.integration  # the two-process run of the ranks fixture takes half a minute
 def test_checkpoint_from_rank_0_resumes_exactly(ranks):
     out, (r0, _) = ranks
     timing = {"images_per_s"}  # a measurement, not a result
@@ -78,6 +82,7 @@ def test_checkpoint_from_rank_0_resumes_exactly(ranks):
     assert all(torch.equal(v, full[k]) for k, v in model.state_dict().items())
 
 
+@pytest.mark.integration  # the two-process run of the ranks fixture takes half a minute
 def test_only_rank_0_prints(ranks):
     out, (r0, r1) = ranks
     assert r1["printed"] == ""

@@ -56,6 +56,7 @@ def test_train_and_val_subfolders_are_used_when_present(tmp_path):
     assert len(splits["train"][1]) == 18 and len(splits["val"][1]) == 6 and splits["test"] is splits["val"]
 
 
+@pytest.mark.integration
 def test_training_on_a_folder_learns(tmp_path):
     root = make_folder(tmp_path / "images")
     config = replace(T.PRESETS["imagefolder"], data_root=str(root), model="vit_digits_patch2_8",
@@ -69,6 +70,7 @@ def test_training_on_a_folder_learns(tmp_path):
     assert model.head.out_features == 3
 
 
+@pytest.mark.integration
 def test_cli_trains_on_a_folder(tmp_path, capsys):
     root = make_folder(tmp_path / "images", per_class=10)
     T.main(["--dataset", "imagefolder", "--data-root", str(root), "--model", "vit_digits_patch2_8", "--epochs", "1",

@@ -26,6 +26,7 @@ def _normalised(images, mean, std):
 
 # ---- shipped weights: the plain three lines give the documented accuracy; the plainer call stops ----
 
+@pytest.mark.integration
 def test_shipped_model_plain_use_gives_its_accuracy_and_raw_canvases_are_refused():
     model = vitedu.create_model("vit_cluttered_digits", pretrained=True).eval()
     cfg = model.pretrained_cfg

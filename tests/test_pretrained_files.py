@@ -237,6 +237,7 @@ def test_api_page_table_is_generated_from_the_tested_families():
 
 # ---- never a raw KeyError/TypeError/IndexError ----
 
+@pytest.mark.integration
 def test_every_damaged_tensor_gives_a_value_error(tmp_path, vit):
     """Drop each tensor, or give it a wrong number of axes: always a ValueError naming the file."""
     path = tmp_path / "damaged.safetensors"

@@ -95,6 +95,7 @@ def _unknown_train_options(command: str, help_text: str) -> list[str]:
     return problems
 
 
+@pytest.mark.integration
 def test_every_training_command_uses_options_that_exist(train_help):
     commands = _commands("-m vitedu.train")
     assert len(commands) >= 4, commands  # the Train section's commands and the torchrun line
@@ -178,6 +179,7 @@ def _example() -> str:
     return re.search(r"```python\n(.*?)```", _section("Use the package"), re.S).group(1)
 
 
+@pytest.mark.integration
 def test_python_example_runs_and_gives_the_shipped_models_accuracy():
     from vitedu.models import shipped_metadata
 

@@ -56,6 +56,7 @@ def test_unknown_names_are_refused_with_the_list():
         create_model("vit_digits_patch4_8", pretrained=True)
 
 
+@pytest.mark.integration
 def test_import_vitedu_is_light_and_names_load_on_first_use():
     import subprocess
     import sys

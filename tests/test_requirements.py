@@ -109,6 +109,7 @@ def test_torch_floor_is_the_same_in_requirements_and_pyproject():
     assert "torch 2.6 or newer" in (ROOT / "book" / "testing.md").read_text()
 
 
+@pytest.mark.integration
 def test_importing_vitedu_train_in_a_notebook_without_ipywidgets_prints_no_warning():
     """In a Jupyter kernel without ipywidgets, tqdm.auto warns on import ("IProgress not found"): nbval
     sees that as an output of the cell, and a reader sees noise. The import must stay silent there."""

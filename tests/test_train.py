@@ -107,6 +107,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert resumed.test_acc == full.test_acc
 
 
+@pytest.mark.integration
 def test_teacher_distillation_run_resumes_with_the_same_teacher(tmp_path):
     config = replace(TINY, teacher_epochs=1, distill_alpha=0.5)
     full = T.fit(config, out=tmp_path / "full", progress=False, log=quiet, device="cpu")

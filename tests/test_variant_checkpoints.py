@@ -80,6 +80,7 @@ def test_hub_directory_gives_timms_logits(tmp_path, family, device):
     _assert_timms_logits(ours, theirs, device)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("suffix", [".safetensors", ".pth"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_state_dict_file_with_arch_gives_timms_logits(tmp_path, family, suffix):

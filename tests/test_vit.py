@@ -118,6 +118,7 @@ def test_bf16_autocast_runs():
     assert (logits.float() - model(images)).abs().max() < 0.1
 
 
+@pytest.mark.integration
 def test_torch_compile_matches_eager():
     if not hasattr(torch, "compile"):
         pytest.skip("this torch has no torch.compile")
