@@ -74,11 +74,10 @@ def attention_analysis(model: torch.nn.Module, images: torch.Tensor, boxes: torc
     (mean over heads) that falls on the digit's box, divided by the box's share of the canvas (1 = chance);
     DeiT adds "dist_box", the same for its [DIST] token."""
     grid, patch = model.patch_embed.grid_size, model.patch_embed.patch_size[0]
-    maps = model.attention_maps(images)
-    if isinstance(maps, tuple):  # CaiT: (self-attention maps, class-attention maps)
-        self_maps, last = None, maps[1][-1]
-    else:  # ViT, DeiT (one stacked tensor) and ConViT (a list: its [CLS] joins halfway)
-        self_maps, last = list(maps), maps[-1]
+    maps = model.attention_maps(images)  # (layers, batch, heads, tokens, tokens) for every model
+    # CaiT's last layer is class attention (row 0 only); ConViT's GPSA layers have zeros for [CLS], which
+    # mean_attention_distance leaves out anyway.
+    self_maps, last = (None if hasattr(model, "blocks_token_only") else maps), maps[-1]
     prefix = lambda m: m.shape[-1] - grid[0] * grid[1]  # noqa: E731
     share = (boxes[:, 2] * boxes[:, 3]).float().mean() / images[0, 0].numel()
 

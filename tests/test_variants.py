@@ -176,9 +176,11 @@ def test_gpsa_local_init_is_timms():
 def test_convit_gpsa_layers_are_local_before_any_training():
     model = create_model("convit_digits_patch2_8").eval()
     maps = model.attention_maps(torch.randn(2, 1, 8, 8))
-    assert [m.shape[-1] for m in maps] == [16, 16, 17, 17]  # [CLS] joins after the two GPSA layers
+    assert maps.shape == (4, 2, 4, 17, 17)  # [CLS] first in every layer, though it joins after the two GPSA layers
+    assert maps[:2, ..., 0, :].abs().max() == 0 and maps[:2, ..., :, 0].abs().max() == 0  # ... so it is zero there
+    torch.testing.assert_close(maps[..., 1:, :].sum(-1), torch.ones(4, 2, 4, 16))  # every patch row a distribution
     rel = relative_positions(4)[:, :, :2]
-    distance = lambda m: (m[..., :16, -16:] * rel.norm(dim=-1)).sum(-1).mean()  # noqa: E731
+    distance = lambda m: (m[..., 1:, 1:] * rel.norm(dim=-1)).sum(-1).mean()  # noqa: E731
     uniform = rel.norm(dim=-1).mean()  # what a head that ignores position would give
     assert distance(maps[0]) < 0.9 * uniform  # gated GPSA: nearer than uniform attention
     assert model.gates().shape == (2, 4)
@@ -187,9 +189,12 @@ def test_convit_gpsa_layers_are_local_before_any_training():
 def test_cait_keeps_patches_out_of_class_attention():
     model = create_model("cait_digits_patch2_8").eval()
     images = torch.randn(3, 1, 8, 8)
-    self_maps, class_maps = model.attention_maps(images)
-    assert [m.shape for m in self_maps] == [(3, 4, 16, 16)] * 4  # patches only, no [CLS]
-    assert [m.shape for m in class_maps] == [(3, 4, 1, 17)] * 2  # one query: [CLS]
+    maps = model.attention_maps(images)
+    assert maps.shape == (6, 3, 4, 17, 17)  # 4 self-attention layers, then 2 class-attention layers; [CLS] first
+    assert maps[:4, ..., 0, :].abs().max() == 0 and maps[:4, ..., :, 0].abs().max() == 0  # patches only, no [CLS]
+    assert maps[:4, ..., 1:, 1:].abs().min() > 0
+    assert maps[4:, ..., 1:, :].abs().max() == 0  # one query: [CLS]
+    torch.testing.assert_close(maps[4:, ..., 0, :].sum(-1), torch.ones(2, 3, 4))  # over [CLS] and the patches
     features = model.forward_features(images)
     with torch.no_grad():  # the patch tokens leave the class-attention layers unchanged
         x = model.patch_embed(images) + model.pos_embed
@@ -290,8 +295,11 @@ def test_cait_attention_returns_weights_only_when_asked_and_drops_them_only_in_t
     assert model.blocks[0].attn(tokens[:, 1:])[1] is None and model.blocks_token_only[0].attn(tokens)[1] is None
     assert model.blocks_token_only[0](tokens[:, 1:], tokens[:, :1])[1] is None
     assert all(m is None for m in model._encode(x)[1])
-    patch_maps, class_maps = model.attention_maps(x)
-    assert patch_maps[0].shape == (2, 2, 16, 16) and class_maps[0].shape == (2, 2, 1, 17)
+    layer_maps = model._encode(x, need_weights=True)[1]
+    assert [m.shape for m in layer_maps] == [(2, 2, 16, 16), (2, 2, 1, 17)]
+    maps = model.attention_maps(x)  # the same weights, on the model's 17 tokens
+    torch.testing.assert_close(maps[0, ..., 1:, 1:], layer_maps[0])
+    torch.testing.assert_close(maps[1, ..., :1, :], layer_maps[1])
     from vitedu.cait import ClassAttention
 
     attn = ClassAttention(16, 2, attn_drop=0.5)
@@ -359,3 +367,41 @@ def test_deit_options_and_heads():
     model.set_distilled_training(False)
     model.set_distilled_training()
     assert model.distilled_training is True  # switching on is the default
+
+
+# ------------------------------------------------------------------ one attention_maps type for every model
+@pytest.mark.parametrize("name", ["vit_cluttered_digits", "deit_cluttered_digits", "cait_cluttered_digits",
+                                  "convit_cluttered_digits"])
+def test_attention_maps_is_one_tensor_on_the_models_tokens_for_every_model(name):
+    """(layers, batch, heads, tokens, tokens) with the tokens of forward_features; each layer's own weights sit on
+    the tokens it sees (keys: the last ones; queries: the first of those) and zeros elsewhere; vitedu.interpret
+    takes the result as it is."""
+    from vitedu import interpret as I
+    from vitedu.vit import on_model_tokens
+
+    torch.manual_seed(0)
+    model = create_model(name).eval()
+    images = torch.randn(2, 1, 32, 32)
+    maps = model.attention_maps(images)
+    tokens = model.forward_features(images).shape[1]
+    layer_maps = model._encode(images, need_weights=True)[1]
+    assert isinstance(maps, torch.Tensor) and maps.shape == (len(layer_maps), 2, 4, tokens, tokens)
+    for full, own in zip(maps, layer_maps):
+        queries, keys = own.shape[-2:]
+        first = tokens - keys
+        torch.testing.assert_close(full[..., first : first + queries, first:], own)
+        assert full.abs().sum() == pytest.approx(own.abs().sum().item(), rel=1e-5)  # nothing else is non-zero
+        torch.testing.assert_close(on_model_tokens(own, tokens), full)
+    rollout = I.attention_rollout(maps)  # (batch, tokens, tokens): a layer's zero rows leave their tokens as they are
+    assert rollout.shape == (2, tokens, tokens) and torch.isfinite(rollout).all()
+    torch.testing.assert_close(rollout.sum(-1), torch.ones(2, tokens))
+    assert I.cls_attention(maps[-1], tokens - 64).shape == (2, 4, 64)
+
+
+def test_on_model_tokens_explains_a_layer_that_does_not_fit():
+    from vitedu.vit import on_model_tokens
+
+    with pytest.raises(ValueError, match="does not fit on 17 tokens"):
+        on_model_tokens(torch.rand(2, 4, 18, 18), 17)
+    with pytest.raises(ValueError, match="queries some of the keys"):
+        on_model_tokens(torch.rand(2, 4, 5, 3), 17)

@@ -143,6 +143,10 @@ class Cait(ClassTokenClassifier):
     ``depth`` LayerScale blocks on the patches (no [CLS], positions added to patches only), then
     ``depth_token_only`` class-attention blocks, the final LayerNorm on [CLS] + patches, and the head
     on [CLS]. Drop-path is the same in every block, as in the paper.
+    ``attention_maps(images)`` -> (depth + depth_token_only, batch, heads, 1 + patches, 1 + patches), [CLS] first:
+    the self-attention layers fill the patch rows and columns (row and column 0 stay zero: [CLS] has not joined),
+    the class-attention layers fill row 0 only. Talking heads mix the heads after the softmax, so the self-attention
+    rows need not sum to one.
     """
 
     def __init__(
@@ -204,11 +208,3 @@ class Cait(ClassTokenClassifier):
             cls, weights = block(x, cls, need_weights=need_weights)
             maps.append(weights)
         return self.norm(torch.cat([cls, x], dim=1)), maps  # (batch, 1 + patches, dim)
-
-    @torch.no_grad()
-    def attention_maps(self, images: Tensor) -> tuple[list[Tensor], list[Tensor]]:
-        """Self-attention maps of the patch blocks, each (batch, heads, patches, patches), and class-attention
-        maps of the class blocks, each (batch, heads, 1, 1 + patches) with key 0 = [CLS]."""
-        maps = self._encode(images, need_weights=True)[1]
-        return maps[: len(self.blocks)], maps[len(self.blocks) :]
-

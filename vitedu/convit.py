@@ -127,6 +127,8 @@ class ConVit(ClassTokenClassifier):
     ``local_up_to_layer`` GPSA blocks on the patches, then [CLS] is inserted and the remaining blocks are
     ordinary multi-head self-attention; final LayerNorm and a head on [CLS]. ``embed_dim`` is the full
     width D (timm's ConVit takes the width per head and multiplies it by num_heads).
+    ``attention_maps(images)`` -> (depth, batch, heads, 1 + patches, 1 + patches), [CLS] first; in the GPSA layers
+    row 0 and column 0 are zero ([CLS] joins after them), so a patch query's row is ``maps[layer][:, :, 1 + i, 1:]``.
     """
 
     def __init__(
@@ -196,9 +198,3 @@ class ConVit(ClassTokenClassifier):
         """sigmoid(lambda) of every GPSA layer: the share of positional attention. -> (gpsa_layers, heads)"""
         lambdas = [block.attn.gating_param.detach() for block in self.blocks[: self.local_up_to_layer]]
         return torch.sigmoid(torch.stack(lambdas)) if lambdas else self.cls_token.new_zeros(0, 0)
-
-    @torch.no_grad()
-    def attention_maps(self, images: Tensor) -> list[Tensor]:
-        """Attention weights of every block, each (batch, heads, tokens, tokens); the GPSA layers' maps
-        cover the patches only, later ones have [CLS] as token 0."""
-        return self._encode(images, need_weights=True)[1]

@@ -27,6 +27,7 @@ class VisionTransformerDistilled(VisionTransformer):
     in training mode with ``distilled_training`` on: a tuple (cls_logits, dist_logits), one per head, so
     that the loss can give each its own target (``distillation_token_loss``).
     Accepts VisionTransformer's arguments; pooling is always by token ([CLS] and [DIST]).
+    ``attention_maps(images)`` -> (depth, batch, heads, 2 + patches, 2 + patches): token 0 is [CLS], token 1 [DIST].
     """
 
     def __init__(self, *args, distilled_training: bool = True, **kwargs) -> None:

@@ -1,7 +1,9 @@
 """Looking inside a ViT: attention rollout, attention distance, position similarity, filter components.
 
 Plain functions on tensors, so they work on any ViT whose attention maps you can get, e.g.
-``model.attention_maps(images)`` -> (depth, batch, heads, tokens, tokens). The three panels of Figure 7 of
+``model.attention_maps(images)`` -> (layers, batch, heads, tokens, tokens), the same type for every vitedu model
+(ViT, DeiT, CaiT, ConViT; a layer that does not see every token has zeros there, see
+``ClassTokenClassifier.attention_maps``). The three panels of Figure 7 of
 the ViT paper (Dosovitskiy et al., 2021) are :func:`patch_embed_components` (left),
 :func:`pos_embed_similarity` (centre) and :func:`mean_attention_distance` (right);
 :func:`attention_rollout` is Abnar & Zuidema (2020). Tokens are ordered as in the model: first the
@@ -29,7 +31,7 @@ def _check_maps(maps: Tensor, name: str = "maps") -> None:
         hint = " Stack one layer into a depth axis with maps.unsqueeze(0)." if maps.dim() == 4 else ""
         raise ValueError(
             f"expected attention maps of shape (depth, batch, heads, tokens, tokens), as returned by "
-            f"VisionTransformer.attention_maps, got shape {tuple(maps.shape)}.{hint}"
+            f"model.attention_maps (every vitedu model), got shape {tuple(maps.shape)}.{hint}"
         )
 
 

@@ -26,6 +26,29 @@ def init_linear_layers(model: nn.Module) -> None:
                 nn.init.zeros_(module.bias)
 
 
+def on_model_tokens(weights: Tensor, num_tokens: int) -> Tensor:
+    """Place one layer's attention weights on the model's tokens, with zeros where a token takes no part.
+
+    (..., queries, keys) -> (..., num_tokens, num_tokens)
+
+    The rule every vitedu model keeps: a layer's keys are the model's *last* ``keys`` tokens (a layer that runs
+    before [CLS] joins sees the patches only), and its queries are the first ``queries`` of those keys (all of them
+    in self-attention; [CLS] alone in CaiT's class attention). A layer over every token is returned as it is.
+    """
+    queries, keys = weights.shape[-2:]
+    if queries == keys == num_tokens:
+        return weights
+    if keys > num_tokens or queries > keys:
+        raise ValueError(
+            f"a layer with {queries} queries and {keys} keys does not fit on {num_tokens} tokens: the keys must be "
+            f"some of the model's tokens and the queries some of the keys"
+        )
+    full = weights.new_zeros(*weights.shape[:-2], num_tokens, num_tokens)
+    first = num_tokens - keys  # tokens before the layer's first key took no part in it
+    full[..., first : first + queries, first:] = weights
+    return full
+
+
 class ClassTokenClassifier(nn.Module):
     """The outer shape of every vitedu classifier (ViT, DeiT, CaiT, ConViT): ``_encode`` the image into tokens
     ([CLS] first, after the final norm), pool them into one vector per image, then ``head_drop`` and ``head``.
@@ -57,6 +80,24 @@ class ClassTokenClassifier(nn.Module):
     def forward(self, images: Tensor) -> Tensor:
         return self.forward_head(self.forward_features(images))
 
+    @torch.no_grad()
+    def attention_maps(self, images: Tensor) -> Tensor:
+        """The attention weights of every attention layer, on the tokens that ``forward_features`` returns.
+
+        (batch, in_chans, height, width) -> (layers, batch, heads, tokens, tokens)
+
+        The same type for every model (ViT, DeiT, CaiT, ConViT). Row i of a layer's map is how token i spreads its
+        attention over the tokens (columns); the tokens are the prefix tokens ([CLS]; DeiT's [DIST]) and then the
+        patches, row by row. ``layers`` counts every attention layer (CaiT: depth + depth_token_only). A layer that
+        does not see every token keeps the same axes, with zero weight where a token takes no part: in ConViT's
+        GPSA layers and CaiT's self-attention layers [CLS] has not joined yet (row 0 and column 0 are zero); in
+        CaiT's class-attention layers only [CLS] asks (every patch row is zero). Such a zero row is a token the
+        layer leaves unchanged, which is what ``vitedu.interpret.attention_rollout`` then models (see
+        :func:`on_model_tokens`).
+        """
+        features, maps = self._encode(images, need_weights=True)
+        return torch.stack([on_model_tokens(weights, features.shape[1]) for weights in maps])
+
 
 class VisionTransformer(ClassTokenClassifier):
     """A plain ViT classifier.
@@ -69,7 +110,7 @@ class VisionTransformer(ClassTokenClassifier):
     learned ones (same parameter, frozen); "learn_sincos" learns them, starting from sin-cos.
     weight_init="mimetic" starts every attention layer out local (``vitedu.mimetic``). Images of another
     size than ``img_size`` are accepted: the position embeddings are resampled to the new patch grid on
-    the fly.
+    the fly. ``attention_maps(images)`` -> (depth, batch, heads, tokens, tokens), every block over every token.
     """
 
     def __init__(
@@ -169,12 +210,3 @@ class VisionTransformer(ClassTokenClassifier):
         """(batch, tokens, embed_dim) -> (batch, embed_dim): [CLS], or the mean of the patch tokens then fc_norm."""
         pooled = features[:, 0] if self.pool == "cls" else features[:, self.num_prefix_tokens :].mean(dim=1)
         return self.fc_norm(pooled)  # an Identity with pool="cls": the tokens were normed in _encode
-
-    @torch.no_grad()
-    def attention_maps(self, images: Tensor) -> Tensor:
-        """Post-softmax attention weights of every block.
-
-        (batch, in_chans, height, width) -> (depth, batch, heads, tokens, tokens)
-        Row i of a map is how token i distributes its attention; token 0 is [CLS] when pool="cls".
-        """
-        return torch.stack(self._encode(images, need_weights=True)[1])
