@@ -32,11 +32,12 @@ PAGES = sorted((ROOT / "book").glob("*.md"))
 PENDING = {
     # Chapter 8 is being rewritten (its code will be wrapped to 76 columns then).
     "notebooks/08_inside_a_vit.ipynb": "chapter 8 is being rewritten",
-    # The Hugging Face cells of chapter 6 (the hub download, the transformers comparison) are being
-    # made optional on another branch; they are wrapped once that lands.
-    "notebooks/06_vision_transformer.ipynb": "chapter 6's Hugging Face cells are being rewritten",
-    # Prose pages owned elsewhere: two shell lines each.
-    "book/how_to_run.md": "how_to_run.md has two shell commands over 76 columns",
+}
+# The same for printed lines only (the file's code already fits).
+PENDING_PRINTED = {
+    # Chapter 6's Hugging Face cells print the hub message and checkpoint tensor names on lines
+    # longer than 76 characters; their code is wrapped, their outputs are still to be reformatted.
+    "notebooks/06_vision_transformer.ipynb": "chapter 6's Hugging Face cells print long lines",
 }
 # Lines the package prints, not the notebook: the success messages of vitedu.checks ("✓ check_x
 # passed: ...") and the training log of vitedu.train ("epoch  10/100  loss ..."); they are checked
@@ -50,6 +51,8 @@ def _rel(path: Path) -> str:
 
 def _param(path: Path, kind: str):
     reason = PENDING.get(_rel(path))
+    if kind == "printed":
+        reason = reason or PENDING_PRINTED.get(_rel(path))
     marks = [pytest.mark.xfail(reason=reason, strict=True)] if reason else []
     return pytest.param(path, id=_rel(path), marks=marks)
 
