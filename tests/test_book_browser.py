@@ -49,8 +49,6 @@ WIDE, PHONE = 1280, 390
 # passes fails until its entry is removed).
 SCROLL_PENDING = {
     "notebooks/08_inside_a_vit": "chapter 8 is being rewritten; its code will be wrapped to 76 columns then",
-    "notebooks/06_vision_transformer": "chapter 6's Hugging Face cells are being rewritten on another branch",
-    "book/how_to_run": "how_to_run.md has two shell commands over 76 columns",
 }
 # Notebook cell tags with which Jupyter Book leaves out a cell's input or output on purpose.
 HIDDEN_INPUT = {"remove-cell", "remove-input"}
