@@ -34,11 +34,7 @@ PENDING = {
     "notebooks/08_inside_a_vit.ipynb": "chapter 8 is being rewritten",
 }
 # The same for printed lines only (the file's code already fits).
-PENDING_PRINTED = {
-    # Chapter 6's Hugging Face cells print the hub message and checkpoint tensor names on lines
-    # longer than 76 characters; their code is wrapped, their outputs are still to be reformatted.
-    "notebooks/06_vision_transformer.ipynb": "chapter 6's Hugging Face cells print long lines",
-}
+PENDING_PRINTED: dict[str, str] = {}
 # Lines the package prints, not the notebook: the success messages of vitedu.checks ("✓ check_x
 # passed: ...") and the training log of vitedu.train ("epoch  10/100  loss ..."); they are checked
 # separately below.
