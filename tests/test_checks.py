@@ -31,6 +31,7 @@ from vitedu.checks import (
     check_unfold_embedding,
     check_vit_forward,
 )
+from vitedu.checks.diagnosis import PAGE_WIDTH, passed
 
 # ---------------------------------------------------------------------------------------------------
 # A1: attention
@@ -107,6 +108,25 @@ def test_correct_a1_solutions_pass_on_every_device(device, capsys):
     check_multi_head_attention(make_mhsa(), device=device)
     out = capsys.readouterr().out
     assert out.count("✓") == 6 and "passed" in out
+
+
+def test_success_messages_are_wrapped_to_the_page(capsys):
+    """A message longer than the book's 76 columns is wrapped, not cut: the first line starts as before, the
+    continuation lines are indented under it, no word is broken, and joined again it is the same message."""
+    detail = "matches vitedu.scaled_dot_product_attention for (batch, tokens, dim) = (2, 5, 8), pre-norm " * 2
+    passed("check_something", detail.strip())
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and max(map(len, lines)) <= PAGE_WIDTH == 76
+    assert lines[0].startswith("✓ check_something passed: matches") and all(line.startswith("  ") for line in lines[1:])
+    assert " ".join(line.strip() for line in lines) == f"✓ check_something passed: {detail.strip()}"
+    passed("check_short", "fits")
+    assert capsys.readouterr().out == "✓ check_short passed: fits\n"
+    # the real messages: the longest of A1 (check_multi_head_split) and A2 (check_vit_forward) among them
+    check_attention(attention)
+    check_multi_head_split(split_heads)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) > 2 and max(map(len, out)) <= PAGE_WIDTH
+    assert [line for line in out if not line.startswith("  ")][1].startswith("✓ check_multi_head_split passed: ")
 
 
 def test_a_tuple_of_values_and_weights_is_accepted():

@@ -161,6 +161,14 @@ def test_cli_prints_test_accuracy_last(tmp_path, capsys):
     assert (tmp_path / T.MODEL_FILE).exists()
 
 
+def test_epoch_line_fits_the_page_and_says_what_each_number_is():
+    line = T.epoch_line(10, 100, 0.6432, 0.8314, 0.4029, 0.877, 2e-3, 1894.6)
+    assert line == "epoch  10/100  train 0.643 83.1%  val 0.403 87.7%  lr 2.0e-03  1895 img/s"
+    # the widest a realistic run writes: three-digit epochs, 100 % on both sides, a fast GPU
+    widest = T.epoch_line(100, 300, 2.3026, 1.0, 2.3026, 1.0, 1e-5, 99_999)
+    assert len(widest) == 76 and widest.startswith("epoch 100/300  train 2.303 100.0%  val 2.303 100.0%")
+
+
 def test_bf16_precision_autocasts_on_the_cpu_too():
     cpu = torch.device("cpu")
     assert T.autocast_dtype(cpu) is None and T.autocast_dtype(cpu, "fp32") is None  # "auto": as before

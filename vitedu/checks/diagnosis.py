@@ -9,6 +9,7 @@ never changes the notebook's random numbers.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any, Callable
 
 import torch
@@ -17,6 +18,8 @@ from torch import Tensor, nn
 from ..utils import get_device
 
 TOLERANCE = 2e-3
+# Messages are printed into notebooks, whose rendered code blocks show 76 characters before they scroll.
+PAGE_WIDTH = 76
 
 
 class CheckFailed(AssertionError):
@@ -143,7 +146,10 @@ def diagnose(got: Tensor, ref: Tensor, variants: list[tuple[str, Callable[[], Te
 
 
 def passed(name: str, detail: str) -> None:
-    print(f"✓ {name} passed: {detail}")
+    """Print one success message, "✓ check_x passed: ...", wrapped to the page with its continuation lines
+    indented under the check's name (so it still reads as one message)."""
+    print(textwrap.fill(f"✓ {name} passed: {detail}", PAGE_WIDTH, subsequent_indent="  ",
+                        break_long_words=False, break_on_hyphens=False))
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
