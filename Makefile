@@ -10,6 +10,10 @@ TORCH_INDEX ?=
 PIP         := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt \
                $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 PYTEST_ARGS ?=
+# make test and make unit spread the tests over PYTEST_JOBS processes (pytest-xdist); --dist loadscope keeps a
+# test module, or a notebook's cells, in one process, in order. PYTEST_JOBS=0 runs them all in this process.
+PYTEST_JOBS ?= 2
+XDIST       := -n $(PYTEST_JOBS) --dist loadscope
 # nbval re-executes every chapter and assignment source and compares with the stored outputs.
 # conftest.py adds the rest (this environment's kernel, tests/nbval_sanitize.cfg, skip the student releases)
 # and pyproject.toml's testpaths adds notebooks/ to tests/, so plain `pytest --nbval` is the whole check.
@@ -21,7 +25,7 @@ JB_STRICT   := -W -n --keep-going
 
 help:
 	@echo "make book         build the book into _build/html (strict: any warning fails)"
-	@echo "make test         ruff + the book + pytest: every test, the notebooks (nbval), the rendered-book tests"
+	@echo "make test         ruff + the book + pytest (2 processes): every test, the notebooks (nbval), the rendered book; under CI=true also check-newest"
 	@echo "make unit         the fast unit tests only (under a minute): no slow, book, nbgrader or hub tests"
 	@echo "make notebooks    re-execute the chapters and assignment sources and compare their outputs (nbval)"
 	@echo "make lint         ruff check ."
@@ -57,13 +61,15 @@ lint: venv
 # course cycle, timm's checkpoint families, the built book) runs in `make test`.
 UNIT_MARKERS := not slow and not book and not nbgrader and not hub and not network and not integration
 unit: venv
-	$(BIN)/python -m pytest tests -m "$(UNIT_MARKERS)" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests -m "$(UNIT_MARKERS)" $(XDIST) $(PYTEST_ARGS)
 
 notebooks: venv
-	$(BIN)/python -m pytest notebooks $(NBVAL) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest notebooks $(NBVAL) $(XDIST) $(PYTEST_ARGS)
 
+# Under CI (.ci/run sets CI=true) it then also runs check-newest: the notebooks at the newest versions.
 test: venv lint book
-	$(BIN)/python -m pytest $(NBVAL) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(NBVAL) $(XDIST) $(PYTEST_ARGS)
+	$(if $(filter true,$(CI)),$(MAKE) check-newest)
 
 assignments: venv
 	$(BIN)/python tools/make_assignments.py $(if $(COURSE_DIR),--course-dir $(COURSE_DIR)) $(if $(COURSE_SEED),--course-seed $(COURSE_SEED))
@@ -108,8 +114,8 @@ mutation: venv
 
 # What a reader who installs only requirements.txt gets: a fresh environment at the newest versions pip finds
 # (no constraints.txt), then every chapter and assignment source re-run by nbval against its stored outputs.
-# Not part of `make test`: it downloads the newest torch, on Linux a CUDA build of gigabytes unless TORCH_INDEX
-# names PyTorch's CPU index; NEWEST_TORCH pins it instead (e.g. NEWEST_TORCH=torch==2.13.0).
+# `make test` runs it under CI. The newest torch is, on Linux, a CUDA build of gigabytes (pip takes it from
+# the local disk where the machine has it) unless TORCH_INDEX names PyTorch's CPU index; NEWEST_TORCH pins one.
 # tests/test_requirements.py, part of `make test`, checks that requirements.txt names every notebook import.
 NEWEST_VENV  ?= _build/venv-newest
 NEWEST_TORCH ?= torch
@@ -118,6 +124,7 @@ check-newest:
 	rm -rf $(NEWEST_VENV)
 	$(PYTHON) -m venv $(NEWEST_VENV)
 	$(NEWEST_VENV)/bin/python -m pip install -q --disable-pip-version-check --upgrade \
-		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(NEWEST_TORCH)" -r requirements.txt pytest nbval ipykernel
+		$(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) "$(NEWEST_TORCH)" -r requirements.txt pytest pytest-xdist nbval ipykernel
 	$(NEWEST_VENV)/bin/python -m pip list --disable-pip-version-check | grep -iE '^(torch|numpy|matplotlib|transformers) '
-	PYTHONPATH=$(CURDIR) $(NEWEST_VENV)/bin/python -m pytest --nbval notebooks -p no:cacheprovider $(PYTEST_ARGS)
+	PYTHONPATH=$(CURDIR) $(NEWEST_VENV)/bin/python -m pytest --nbval notebooks -p no:cacheprovider $(XDIST) \
+		$(PYTEST_ARGS)

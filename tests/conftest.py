@@ -8,9 +8,13 @@ import os
 import pytest
 import torch
 
-# Notebooks run by nbval use this many threads, as the stored outputs were produced with it.
-# VITEDU_TEST_THREADS overrides it (make mutation runs the tests on one thread, beside other work).
-torch.set_num_threads(int(os.environ.get("VITEDU_TEST_THREADS", "0")) or min(2, os.cpu_count() or 1))
+# The unit tests use up to two threads, shared among the pytest-xdist processes when `make test` runs
+# several (PYTEST_XDIST_WORKER_COUNT), so two processes on two cores do not fight over them. nbval's
+# notebooks set their own (a kernel is a process of its own). VITEDU_TEST_THREADS overrides it (make
+# mutation runs the tests on one thread, beside other work).
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+_threads = max(1, min(2, os.cpu_count() or 1) // _workers)
+torch.set_num_threads(int(os.environ.get("VITEDU_TEST_THREADS", "0")) or _threads)
 
 
 def _devices() -> list[str]:
