@@ -4,7 +4,8 @@
 
 One function holds both routes: the explicit maths, which also returns the attention weights (the
 T x T matrix the book plots), and PyTorch's fused kernel (``F.scaled_dot_product_attention``), which
-never materialises that matrix and is what training uses. Tests check that the two agree.
+is what training uses and, when PyTorch picks its flash or memory-efficient backend (not its "math"
+fallback), never materialises that matrix. Tests check that the two agree.
 """
 
 from __future__ import annotations
