@@ -18,10 +18,13 @@ The mistakes diagnosed by name (each has a test in tests/test_checks.py that pla
 - check_attention_weights, check_attention: softmax over the queries axis; softmax missing; scale missing,
   1/d_k, or multiplied; keys compared with queries (k q^T); transposed weights (check_attention);
   ``k.T`` on batched inputs; a hard-coded d_k (e.g. sqrt(8)); a naive exp / sum softmax that turns
-  large logits into NaN (numerically unstable); a wrong shape, with the axis named.
+  large logits into NaN (numerically unstable); a wrong shape, with the axis named. Any other scale is
+  *fitted*: the check finds the scale that explains the result and names it (e.g. 1/sqrt(number of
+  keys)); so do check_single_head and check_multi_head_attention.
 - check_masked_attention: the mask ignored; the mask inverted; weights zeroed after the softmax;
   logits multiplied by the mask; NaN for a fully masked query; uniform weights (a finite fill such as
-  -1e9) for a fully masked query; hard-coded sizes.
+  -1e9) for a fully masked query; boolean indexing ``logits[~mask]`` with a broadcast mask (an
+  IndexError: use masked_fill); hard-coded sizes.
 - check_single_head: sqrt(D) instead of sqrt(d_k); queries and keys swapped; the wrong value
   projection; softmax axis; scale mistakes; a hard-coded d_k; missing projection (shape).
 - check_multi_head_split, check_multi_head_merge: a plain reshape without the transpose; interleaved
