@@ -63,6 +63,8 @@ def split_heads(x, num_heads, mistake=None):
         return x.reshape(batch, num_heads, tokens, dim // num_heads)
     if mistake == "interleave":
         return x.reshape(batch, tokens, dim // num_heads, num_heads).permute(0, 3, 1, 2)
+    if mistake == "transpose_first":
+        return x.transpose(1, 2).reshape(batch, num_heads, tokens, dim // num_heads)
     x = x.reshape(batch, tokens, num_heads, dim // num_heads)
     return x if mistake == "no_transpose" else x.transpose(1, 2)
 
@@ -246,6 +248,7 @@ def test_single_head_without_value_projection_is_a_shape_error_with_hint():
     [
         ("view", r"reshaped straight to \(batch, heads, tokens, head_dim\).*transpose\(1, 2\)"),
         ("interleave", r"contiguous slice.*'\(d h\)' order"),
+        ("transpose_first", r"transposed before the reshape.*Reshape first"),
         ("no_transpose", r"(?s)wrong order.*\.transpose\(1, 2\)"),
     ],
 )
@@ -274,6 +277,7 @@ def test_merge_heads_mistakes_are_diagnosed(mistake, hint):
         (dict(merge="view"), r"heads merged in the wrong order.*transpose\(1, 2\)"),
         (dict(merge="interleave"), r"heads merged in the wrong order.*interleaved"),
         (dict(split="view"), r"heads are split wrongly"),
+        (dict(split="transpose_first"), r"heads are split wrongly: you transposed before the reshape"),
         (dict(no_proj=True), r"output projection is missing"),
     ],
 )

@@ -27,7 +27,8 @@ The mistakes diagnosed by name (each has a test in tests/test_checks.py that pla
   IndexError: use masked_fill); hard-coded sizes.
 - check_single_head: sqrt(D) instead of sqrt(d_k); queries and keys swapped; the wrong value
   projection; softmax axis; scale mistakes; a hard-coded d_k; missing projection (shape).
-- check_multi_head_split, check_multi_head_merge: a plain reshape without the transpose; interleaved
+- check_multi_head_split, check_multi_head_merge: a plain reshape without the transpose; a transpose
+  before the reshape (split_heads, and in check_multi_head_attention); interleaved
   heads ('(d h)'); heads axis not moved; heads of width num_heads (head width wrong); a hard-coded
   number of heads.
 - check_multi_head_attention: scale by sqrt(D) or sqrt(h) instead of sqrt(d_k); split into head_dim

@@ -321,6 +321,11 @@ def check_multi_head_split(split_heads: Callable[[Tensor, int], Tensor], device=
              "gets features of *several tokens* mixed together. First split the last axis, "
              "x.reshape(batch, tokens, heads, head_dim), then move the heads forward with .transpose(1, 2).",
              lambda: x.reshape(batch, heads, tokens, d_k)),
+            ("you transposed before the reshape: x.transpose(1, 2) puts the features first, so the reshape to "
+             "(batch, heads, tokens, head_dim) cuts the (dim, tokens) grid into pieces that mix features and "
+             "tokens. Reshape first, while each token's features are still together, then transpose: "
+             "x.reshape(batch, tokens, heads, head_dim).transpose(1, 2).",
+             lambda: x.transpose(1, 2).reshape(batch, heads, tokens, d_k)),
             ("head i must get the contiguous slice of features x[..., i*d_k:(i+1)*d_k]; you gave it every "
              f"{heads}-th feature (the '(d h)' order). Reshape the last axis as (heads, head_dim), not "
              "(head_dim, heads).",
@@ -370,6 +375,8 @@ def _mhsa(attn: MultiHeadSelfAttention, x: Tensor, split: str = "qkv h d", merge
     h = attn.num_heads if heads is None else heads
     if split == "view":  # reshape straight to heads, without the transpose
         q, k, v = (t.reshape(x.shape[0], h, x.shape[1], -1) for t in attn.qkv(x).chunk(3, dim=-1))
+    elif split == "transpose first":  # transpose (batch, dim, tokens), then reshape to heads
+        q, k, v = (t.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], -1) for t in attn.qkv(x).chunk(3, dim=-1))
     else:
         q, k, v = rearrange(attn.qkv(x), f"b t ({split}) -> qkv b h t d", qkv=3, h=h)
     out, _ = scaled_dot_product_attention(q, k, v, scale=attn.scale if scale is None else scale)
@@ -415,6 +422,10 @@ def check_multi_head_attention(cls: Callable[..., nn.Module], device=None) -> No
                 ("the heads are split wrongly: reshape the last axis to (heads, head_dim) and then transpose(1, 2); "
                  "reshaping straight to (batch, heads, tokens, head_dim) mixes tokens.",
                  lambda: _mhsa(ref, x, split="view")),
+                ("the heads are split wrongly: you transposed before the reshape, which mixes features and tokens. "
+                 "Reshape the last axis to (heads, head_dim) first, then transpose(1, 2): "
+                 "t.reshape(batch, tokens, heads, head_dim).transpose(1, 2).",
+                 lambda: _mhsa(ref, x, split="transpose first")),
                 ("the output projection is missing: mix the concatenated heads with self.proj.",
                  lambda: _mhsa(ref, x, proj=False)),
                 ("q, k and v are taken from the wrong slices of self.qkv(x): its output is [q | k | v] "
