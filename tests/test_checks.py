@@ -383,6 +383,9 @@ def make_block(mistake=None):
             if mistake == "post_norm":
                 x = self.norm1(x + attn(x))
                 return self.norm2(x + self.mlp(x))
+            if mistake in ("norm_after_attn", "norms_after_branches"):
+                x = x + self.norm1(attn(x))
+                return x + (self.norm2(self.mlp(x)) if mistake == "norms_after_branches" else self.mlp(self.norm2(x)))
             if mistake == "no_attn_residual":
                 x = attn(self.norm1(x))
             elif mistake == "normalised_skip":
@@ -396,6 +399,8 @@ def make_block(mistake=None):
                 return self.mlp(self.norm2(x))
             if mistake == "norm1_twice":
                 return x + self.mlp(self.norm1(x))
+            if mistake == "norm_after_mlp":
+                return x + self.norm2(self.mlp(x))
             return x + self.mlp(self.norm2(x))
 
     return EncoderBlock
@@ -494,6 +499,9 @@ def test_patch_embedding_stub_in_patchify_is_named():
         ("normalised_skip", r"skip connection carries the normalised tokens"),
         ("norm1_twice", r"used norm1 before the MLP"),
         ("no_norms", r"LayerNorms are missing"),
+        ("norm_after_mlp", r"norm2 to the MLP's output, x \+ norm2\(mlp\(x\)\).*x = x \+ mlp\(norm2\(x\)\)"),
+        ("norm_after_attn", r"norm1 to the attention's output.*x = x \+ attn\(norm1\(x\)\)"),
+        ("norms_after_branches", r"LayerNorms to the outputs of the branches"),
     ],
 )
 def test_encoder_block_mistakes_are_diagnosed(mistake, hint):

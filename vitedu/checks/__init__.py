@@ -39,7 +39,8 @@ The mistakes diagnosed by name (each has a test in tests/test_checks.py that pla
 - check_unfold_embedding: the kernel reordered to (row, column, channel); missing bias; tokens and
   features not transposed; stride hard-coded to the kernel size (overlapping windows).
 - check_encoder_block: post-norm; a missing residual connection (either or both); the normalised tokens
-  on the skip path; norm1 used twice; parallel sub-layers; no LayerNorms.
+  on the skip path; norm1 used twice; parallel sub-layers; no LayerNorms; a LayerNorm applied to a
+  branch's output (x + norm2(mlp(x))) instead of its input, for either branch or both.
 - check_vit_forward: [CLS] at the wrong end; positions not added, or not for [CLS]; mean pooling;
   final LayerNorm missing; logits for every token (shape).
 - check_train_epoch: ``model.train()`` missing; ``optimizer.step()`` missing; ``zero_grad()`` missing
