@@ -116,6 +116,29 @@ def test_source_uses_nbgrader_markup(name):
 
 
 @pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_each_part_says_the_points_its_graded_cells_give(name):
+    """A part's heading, its row of the points table and its graded cells' nbgrader points agree."""
+    nb = nbformat.read(_path(SOURCE, name), as_version=4)
+    parts: dict[str, list[int]] = {}
+    current = None
+    for cell in nb.cells:
+        markdown = cell.source if cell.cell_type == "markdown" else ""
+        heading = re.match(r"## Part (\d+): .* \((\d+) points?[^)]*\)", markdown)
+        if heading:
+            current = heading[1]
+            parts[current] = [int(heading[2]), 0]
+        elif markdown.startswith("## "):
+            current = None
+        if _nbgrader(cell).get("grade"):
+            assert current is not None, f"{name}: graded cell {_nbgrader(cell)['grade_id']} outside a part"
+            parts[current][1] += _nbgrader(cell)["points"]
+    assert parts
+    for part, (said, graded) in parts.items():
+        assert said == graded, f"{name}, part {part}: the heading says {said} points, the graded cells give {graded}"
+        assert re.search(rf"^\| {part} \| [^|]+ \| {said} \|$", nb.cells[0].source, re.M), f"{name}: table, part {part}"
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_badge_and_install_cell(name):
     nb = nbformat.read(_path(SOURCE, name), as_version=4)
     assert nb.cells[0].source.startswith("# Assignment")

@@ -63,6 +63,8 @@ def split_heads(x, num_heads, mistake=None):
         return x.reshape(batch, num_heads, tokens, dim // num_heads)
     if mistake == "interleave":
         return x.reshape(batch, tokens, dim // num_heads, num_heads).permute(0, 3, 1, 2)
+    if mistake == "transpose_first":
+        return x.transpose(1, 2).reshape(batch, num_heads, tokens, dim // num_heads)
     x = x.reshape(batch, tokens, num_heads, dim // num_heads)
     return x if mistake == "no_transpose" else x.transpose(1, 2)
 
@@ -164,6 +166,45 @@ def test_attention_weights_k_dot_t_on_batched_inputs_gets_the_batch_hint():
         check_attention_weights(lambda q, k: torch.softmax(q @ k.permute(*range(k.dim() - 1, -1, -1)), -1))
 
 
+def scaled_by(factor):
+    """Attention weights with the logits multiplied by factor(q, k), e.g. 1/sqrt(number of keys)."""
+    return lambda q, k: torch.softmax(q @ k.transpose(-2, -1) * factor(q, k), dim=-1)
+
+
+@pytest.mark.parametrize("check", [check_attention_weights, check_attention])
+@pytest.mark.parametrize(
+    "factor, hint",
+    [
+        (lambda q, k: k.shape[-2] ** -0.5, r"matches a scale of 1/sqrt\(6\).*6 is the number of tokens.*d_k = 8"),
+        (lambda q, k: 1 / k.shape[-2], r"matches a scale of 1/6 .*6 is the number of tokens.*d_k = 8"),
+        (lambda q, k: 0.123, r"matches a scale of 0\.123, none of.*1 / sqrt\(8\)"),
+    ],
+)
+def test_a_wrong_scale_is_fitted_and_named(check, factor, hint):
+    weights = scaled_by(factor)
+    student = weights if check is check_attention_weights else (lambda q, k, v: weights(q, k) @ v)
+    with pytest.raises(CheckFailed, match=hint):
+        check(student)
+
+
+def test_single_head_and_multi_head_scaled_by_the_number_of_tokens_are_named():
+    def single_head_by_tokens(x, w_q, w_k, w_v):
+        q, k, v = x @ w_q, x @ w_k, x @ w_v
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(x.shape[1]), dim=-1) @ v
+
+    with pytest.raises(CheckFailed, match=r"1/sqrt\(6\).*number of tokens.*d_k = 4"):
+        check_single_head(single_head_by_tokens)
+
+    class ByTokens(make_mhsa()):
+        def forward(self, x):
+            q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
+            weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(x.shape[1]), dim=-1)
+            return self.proj(merge_heads(weights @ v))
+
+    with pytest.raises(CheckFailed, match=r"1/sqrt\(5\).*number of tokens.*d_k = 4"):
+        check_multi_head_attention(ByTokens)
+
+
 @pytest.mark.parametrize(
     "mistake, hint",
     [
@@ -207,6 +248,7 @@ def test_single_head_without_value_projection_is_a_shape_error_with_hint():
     [
         ("view", r"reshaped straight to \(batch, heads, tokens, head_dim\).*transpose\(1, 2\)"),
         ("interleave", r"contiguous slice.*'\(d h\)' order"),
+        ("transpose_first", r"transposed before the reshape.*Reshape first"),
         ("no_transpose", r"(?s)wrong order.*\.transpose\(1, 2\)"),
     ],
 )
@@ -235,6 +277,7 @@ def test_merge_heads_mistakes_are_diagnosed(mistake, hint):
         (dict(merge="view"), r"heads merged in the wrong order.*transpose\(1, 2\)"),
         (dict(merge="interleave"), r"heads merged in the wrong order.*interleaved"),
         (dict(split="view"), r"heads are split wrongly"),
+        (dict(split="transpose_first"), r"heads are split wrongly: you transposed before the reshape"),
         (dict(no_proj=True), r"output projection is missing"),
     ],
 )
@@ -340,6 +383,9 @@ def make_block(mistake=None):
             if mistake == "post_norm":
                 x = self.norm1(x + attn(x))
                 return self.norm2(x + self.mlp(x))
+            if mistake in ("norm_after_attn", "norms_after_branches"):
+                x = x + self.norm1(attn(x))
+                return x + (self.norm2(self.mlp(x)) if mistake == "norms_after_branches" else self.mlp(self.norm2(x)))
             if mistake == "no_attn_residual":
                 x = attn(self.norm1(x))
             elif mistake == "normalised_skip":
@@ -353,6 +399,8 @@ def make_block(mistake=None):
                 return self.mlp(self.norm2(x))
             if mistake == "norm1_twice":
                 return x + self.mlp(self.norm1(x))
+            if mistake == "norm_after_mlp":
+                return x + self.norm2(self.mlp(x))
             return x + self.mlp(self.norm2(x))
 
     return EncoderBlock
@@ -451,6 +499,9 @@ def test_patch_embedding_stub_in_patchify_is_named():
         ("normalised_skip", r"skip connection carries the normalised tokens"),
         ("norm1_twice", r"used norm1 before the MLP"),
         ("no_norms", r"LayerNorms are missing"),
+        ("norm_after_mlp", r"norm2 to the MLP's output, x \+ norm2\(mlp\(x\)\).*x = x \+ mlp\(norm2\(x\)\)"),
+        ("norm_after_attn", r"norm1 to the attention's output.*x = x \+ attn\(norm1\(x\)\)"),
+        ("norms_after_branches", r"LayerNorms to the outputs of the branches"),
     ],
 )
 def test_encoder_block_mistakes_are_diagnosed(mistake, hint):
@@ -686,6 +737,18 @@ def test_correct_masked_attention_passes_on_every_device(device, capsys):
 def test_masked_attention_mistakes_are_diagnosed(mistake, hint):
     with pytest.raises(CheckFailed, match=hint):
         check_masked_attention(functools.partial(masked_attention, mistake=mistake))
+
+
+def test_boolean_indexing_with_a_broadcast_mask_gets_the_masked_fill_hint():
+    def indexed(q, k, v, mask):
+        logits = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        logits[~mask] = float("-inf")  # an IndexError: t[mask] does not broadcast the mask
+        return torch.softmax(logits, dim=-1).nan_to_num(0.0) @ v
+
+    with pytest.raises(CheckFailed, match=r"(?s)IndexError.*does not broadcast.*masked_fill") as err:
+        check_masked_attention(indexed)
+    assert "k.T" not in str(err.value)
+
 
 
 def embed_with_unfold(images, conv, mistake=None):

@@ -18,13 +18,17 @@ The mistakes diagnosed by name (each has a test in tests/test_checks.py that pla
 - check_attention_weights, check_attention: softmax over the queries axis; softmax missing; scale missing,
   1/d_k, or multiplied; keys compared with queries (k q^T); transposed weights (check_attention);
   ``k.T`` on batched inputs; a hard-coded d_k (e.g. sqrt(8)); a naive exp / sum softmax that turns
-  large logits into NaN (numerically unstable); a wrong shape, with the axis named.
+  large logits into NaN (numerically unstable); a wrong shape, with the axis named. Any other scale is
+  *fitted*: the check finds the scale that explains the result and names it (e.g. 1/sqrt(number of
+  keys)); so do check_single_head and check_multi_head_attention.
 - check_masked_attention: the mask ignored; the mask inverted; weights zeroed after the softmax;
   logits multiplied by the mask; NaN for a fully masked query; uniform weights (a finite fill such as
-  -1e9) for a fully masked query; hard-coded sizes.
+  -1e9) for a fully masked query; boolean indexing ``logits[~mask]`` with a broadcast mask (an
+  IndexError: use masked_fill); hard-coded sizes.
 - check_single_head: sqrt(D) instead of sqrt(d_k); queries and keys swapped; the wrong value
   projection; softmax axis; scale mistakes; a hard-coded d_k; missing projection (shape).
-- check_multi_head_split, check_multi_head_merge: a plain reshape without the transpose; interleaved
+- check_multi_head_split, check_multi_head_merge: a plain reshape without the transpose; a transpose
+  before the reshape (split_heads, and in check_multi_head_attention); interleaved
   heads ('(d h)'); heads axis not moved; heads of width num_heads (head width wrong); a hard-coded
   number of heads.
 - check_multi_head_attention: scale by sqrt(D) or sqrt(h) instead of sqrt(d_k); split into head_dim
@@ -35,7 +39,8 @@ The mistakes diagnosed by name (each has a test in tests/test_checks.py that pla
 - check_unfold_embedding: the kernel reordered to (row, column, channel); missing bias; tokens and
   features not transposed; stride hard-coded to the kernel size (overlapping windows).
 - check_encoder_block: post-norm; a missing residual connection (either or both); the normalised tokens
-  on the skip path; norm1 used twice; parallel sub-layers; no LayerNorms.
+  on the skip path; norm1 used twice; parallel sub-layers; no LayerNorms; a LayerNorm applied to a
+  branch's output (x + norm2(mlp(x))) instead of its input, for either branch or both.
 - check_vit_forward: [CLS] at the wrong end; positions not added, or not for [CLS]; mean pooling;
   final LayerNorm missing; logits for every token (shape).
 - check_train_epoch: ``model.train()`` missing; ``optimizer.step()`` missing; ``zero_grad()`` missing

@@ -19,6 +19,8 @@ from .diagnosis import (
     check_large_logits,
     check_shape,
     diagnose,
+    fit_scale,
+    name_scale,
     other_sizes,
     passed,
     randn,
@@ -62,6 +64,27 @@ def _hardcoded_scale_variants(q: Tensor, k: Tensor, v: Tensor | None) -> list[tu
              lambda c=c: _sdpa(q, k, v, scale=c**-0.5)) for c in (4, 8, 16, 32, 64, 128) if c != d_k]
 
 
+def _fit_the_scale(at_scale: Callable[[float], Tensor], d_k: int,
+                   sizes: dict[str, int]) -> Callable[[Tensor], str | None]:
+    """Fit the scale of the logits that best explains the student's result and name it (``diagnose``'s fit)."""
+
+    def hint(got: Tensor) -> str | None:
+        s = fit_scale(got, at_scale)
+        if s is None:
+            return None
+        return (f"your output matches {name_scale(s, sizes)}. The scale uses d_k = {d_k}, the size of one "
+                f"query or key: multiply the logits by 1 / sqrt(d_k) = 1 / sqrt({d_k}) = {d_k**-0.5:.3g} "
+                "(d_k = q.shape[-1]).")
+
+    return hint
+
+
+def _token_sizes(q: Tensor, k: Tensor) -> dict[str, int]:
+    if q.shape[-2] == k.shape[-2]:
+        return {"the number of tokens (keys), k.shape[-2]": k.shape[-2]}
+    return {"the number of keys, k.shape[-2]": k.shape[-2], "the number of queries, q.shape[-2]": q.shape[-2]}
+
+
 def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor], device=None) -> None:
     """Check ``attention_weights(q, k)`` = softmax(q k^T / sqrt(d_k)) over the keys.
 
@@ -97,7 +120,8 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
          lambda: _sdpa(q, k, keys_first=True)),
         *_scale_variants(q, k, None),
     ]
-    diagnose(got, _sdpa(q, k), variants, what)
+    diagnose(got, _sdpa(q, k), variants, what,
+             fit=_fit_the_scale(lambda s: _sdpa(q, k, scale=s), q.shape[-1], _token_sizes(q, k)))
     # Cross-attention shapes: fewer queries than keys, leading axes of another length, another d_k.
     q, k = randn(gen, 4, 5, 5, device=device), randn(gen, 4, 7, 5, device=device)
 
@@ -105,7 +129,8 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
         got = tensor_out(run_student(attention_weights, q, k, what=what, hint=_BATCH_HINT), what)
         check_shape(got, (4, 5, 7), ("batch", "queries", "keys"), what, hints={
             (4, 7, 5): "One row per key instead of one per query: compute q @ k.transpose(-2, -1), not k @ q^T."})
-        diagnose(got, scaled_dot_product_attention(q, k, k)[1], _hardcoded_scale_variants(q, k, None), what)
+        diagnose(got, scaled_dot_product_attention(q, k, k)[1], _hardcoded_scale_variants(q, k, None), what,
+                 fit=_fit_the_scale(lambda s: _sdpa(q, k, scale=s), q.shape[-1], _token_sizes(q, k)))
 
     other_sizes("q, k of shape (2, 3, 6, 8)", "q (4, 5, 5), k (4, 7, 5)", cross)
     big_q, big_k = 30 * q, 30 * k  # logits in the hundreds: a trained model's attention can be this sharp
@@ -144,14 +169,16 @@ def check_attention(attention: Callable[[Tensor, Tensor, Tensor], Tensor], devic
          lambda: _sdpa(q, k).transpose(-2, -1) @ v),
         *_scale_variants(q, k, v),
     ]
-    diagnose(got, scaled_dot_product_attention(q, k, v)[0], variants, what)
+    diagnose(got, scaled_dot_product_attention(q, k, v)[0], variants, what,
+             fit=_fit_the_scale(lambda s: _sdpa(q, k, v, scale=s), q.shape[-1], _token_sizes(q, k)))
     q, k = randn(gen, 4, 5, 5, device=device), randn(gen, 4, 7, 5, device=device)
     v = randn(gen, 4, 7, 3, device=device)
 
     def cross() -> None:
         got = tensor_out(run_student(attention, q, k, v, what=what, hint=_BATCH_HINT), what)
         check_shape(got, (4, 5, 3), ("batch", "queries", "d_v"), what)
-        diagnose(got, scaled_dot_product_attention(q, k, v)[0], _hardcoded_scale_variants(q, k, v), what)
+        diagnose(got, scaled_dot_product_attention(q, k, v)[0], _hardcoded_scale_variants(q, k, v), what,
+                 fit=_fit_the_scale(lambda s: _sdpa(q, k, v, scale=s), q.shape[-1], _token_sizes(q, k)))
 
     other_sizes("q, k, v of shape (2, 3, 6, 8)", "q (4, 5, 5), k (4, 7, 5), v (4, 7, 3)", cross)
     big = (30 * q, 30 * k, v)
@@ -258,7 +285,9 @@ def check_single_head(single_head: Callable[..., Tensor], device=None) -> None:
             *_scale_variants(q, k, v),
             *_hardcoded_scale_variants(q, k, v),
         ]
-        diagnose(got, scaled_dot_product_attention(q, k, v)[0], variants, what)
+        sizes = {**_token_sizes(q, k), "D, the width of the token vectors (x.shape[-1])": dim}
+        diagnose(got, scaled_dot_product_attention(q, k, v)[0], variants, what,
+                 fit=_fit_the_scale(lambda s: _sdpa(q, k, v, scale=s), d_k, sizes))
 
     one(16, 4, 6)
     other_sizes("D=16, d_k=4", "D=12, d_k=3", lambda: one(12, 3, 5))
@@ -292,6 +321,11 @@ def check_multi_head_split(split_heads: Callable[[Tensor, int], Tensor], device=
              "gets features of *several tokens* mixed together. First split the last axis, "
              "x.reshape(batch, tokens, heads, head_dim), then move the heads forward with .transpose(1, 2).",
              lambda: x.reshape(batch, heads, tokens, d_k)),
+            ("you transposed before the reshape: x.transpose(1, 2) puts the features first, so the reshape to "
+             "(batch, heads, tokens, head_dim) cuts the (dim, tokens) grid into pieces that mix features and "
+             "tokens. Reshape first, while each token's features are still together, then transpose: "
+             "x.reshape(batch, tokens, heads, head_dim).transpose(1, 2).",
+             lambda: x.transpose(1, 2).reshape(batch, heads, tokens, d_k)),
             ("head i must get the contiguous slice of features x[..., i*d_k:(i+1)*d_k]; you gave it every "
              f"{heads}-th feature (the '(d h)' order). Reshape the last axis as (heads, head_dim), not "
              "(head_dim, heads).",
@@ -341,6 +375,8 @@ def _mhsa(attn: MultiHeadSelfAttention, x: Tensor, split: str = "qkv h d", merge
     h = attn.num_heads if heads is None else heads
     if split == "view":  # reshape straight to heads, without the transpose
         q, k, v = (t.reshape(x.shape[0], h, x.shape[1], -1) for t in attn.qkv(x).chunk(3, dim=-1))
+    elif split == "transpose first":  # transpose (batch, dim, tokens), then reshape to heads
+        q, k, v = (t.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], -1) for t in attn.qkv(x).chunk(3, dim=-1))
     else:
         q, k, v = rearrange(attn.qkv(x), f"b t ({split}) -> qkv b h t d", qkv=3, h=h)
     out, _ = scaled_dot_product_attention(q, k, v, scale=attn.scale if scale is None else scale)
@@ -386,6 +422,10 @@ def check_multi_head_attention(cls: Callable[..., nn.Module], device=None) -> No
                 ("the heads are split wrongly: reshape the last axis to (heads, head_dim) and then transpose(1, 2); "
                  "reshaping straight to (batch, heads, tokens, head_dim) mixes tokens.",
                  lambda: _mhsa(ref, x, split="view")),
+                ("the heads are split wrongly: you transposed before the reshape, which mixes features and tokens. "
+                 "Reshape the last axis to (heads, head_dim) first, then transpose(1, 2): "
+                 "t.reshape(batch, tokens, heads, head_dim).transpose(1, 2).",
+                 lambda: _mhsa(ref, x, split="transpose first")),
                 ("the output projection is missing: mix the concatenated heads with self.proj.",
                  lambda: _mhsa(ref, x, proj=False)),
                 ("q, k and v are taken from the wrong slices of self.qkv(x): its output is [q | k | v] "
@@ -395,7 +435,10 @@ def check_multi_head_attention(cls: Callable[..., nn.Module], device=None) -> No
                  f"(each d_k = {d_k} wide) before attention.",
                  lambda: _mhsa(ref, x, heads=1, scale=dim**-0.5)),
             ]
-            diagnose(got, ref(x)[0], variants, what)
+            sizes = {"the number of tokens, x.shape[1]": x.shape[1], "D, the model width": dim,
+                     "h, the number of heads": heads}
+            diagnose(got, ref(x)[0], variants, what,
+                     fit=_fit_the_scale(lambda s: _mhsa(ref, x, scale=s), d_k, sizes))
 
     one(12, 3)
     other_sizes("dim=12, heads=3", "dim=16, heads=2", lambda: one(16, 2))

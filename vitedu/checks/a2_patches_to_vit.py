@@ -212,6 +212,16 @@ def check_encoder_block(cls: Callable[..., nn.Module], device=None) -> None:
             ("the MLP sees the block's input, not the output of the attention step: first x = x + attn(norm1(x)), "
              "then x = x + mlp(norm2(x)) on that updated x.",
              lambda: x + attn(n1(x)) + mlp(n2(x))),
+            ("you applied norm2 to the MLP's output, x + norm2(mlp(x)). Pre-norm applies the norm to the "
+             "branch's *input*: x = x + mlp(norm2(x)).",
+             lambda: (y := x + attn(n1(x))) + n2(mlp(y))),
+            ("you applied norm1 to the attention's output, x + norm1(attn(x)). Pre-norm applies the norm to the "
+             "branch's *input*: x = x + attn(norm1(x)).",
+             lambda: (y := x + n1(attn(x))) + mlp(n2(y))),
+            ("you applied the LayerNorms to the outputs of the branches, x + norm1(attn(x)) and "
+             "x + norm2(mlp(x)). Pre-norm applies them to the branches' *inputs*: x = x + attn(norm1(x)), "
+             "then x = x + mlp(norm2(x)).",
+             lambda: (y := x + n1(attn(x))) + n2(mlp(y))),
             ("the LayerNorms are missing: normalise the input of each branch, attn(norm1(x)) and mlp(norm2(x)).",
              lambda: (y := x + attn(x)) + mlp(y)),
         ]

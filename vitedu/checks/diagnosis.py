@@ -9,6 +9,7 @@ never changes the notebook's random numbers.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import Any, Callable
 
@@ -60,6 +61,13 @@ def run_student(fn: Callable[..., Any], *args: Any, what: str, hint: str = "") -
             )
         elif "view size is not compatible" in str(err):
             extra = " After a transpose the memory is not contiguous: use .reshape(...) instead of .view(...)."
+        elif isinstance(err, IndexError) and "shape of the mask" in str(err):
+            extra = (
+                " Indexing with a boolean mask, t[mask], needs a mask of t's full shape: it does not broadcast. "
+                "masked_fill broadcasts a mask such as (batch, 1, 1, keys) over the heads and queries: "
+                "logits = logits.masked_fill(~mask, float('-inf'))."
+            )
+            hint = ""  # the generic hint of the check (about k.T, ...) does not apply to this error
         raise CheckFailed(
             f"{what} raised {type(err).__name__}: {err}"
             + (f"\n(called with tensors of shape {shapes})" if shapes else "")
@@ -128,8 +136,9 @@ def check_shape(got: Tensor, expected: tuple[int, ...], axes: tuple[str, ...], w
 
 
 def diagnose(got: Tensor, ref: Tensor, variants: list[tuple[str, Callable[[], Tensor]]], what: str,
-              otherwise: str = "") -> None:
-    """Pass if ``got`` matches ``ref``; else name the first deliberately wrong variant it matches."""
+              otherwise: str = "", fit: Callable[[Tensor], str | None] | None = None) -> None:
+    """Pass if ``got`` matches ``ref``; else name the first deliberately wrong variant it matches, or what
+    ``fit`` finds when it fits a parameter (a scale, ...) of the computation to ``got``."""
     if close(got, ref):
         return
     if not torch.isfinite(got).all():
@@ -137,12 +146,51 @@ def diagnose(got: Tensor, ref: Tensor, variants: list[tuple[str, Callable[[], Te
     for hint, variant in variants:
         if close(got, variant()):
             raise CheckFailed(f"{what}: {hint}")
+    hint = fit(got) if fit is not None else None
+    if hint:
+        raise CheckFailed(f"{what}: {hint}")
     err = (got.to(ref.device, ref.dtype) - ref).abs().max().item()
     raise CheckFailed(
         f"{what} returns the right shape but wrong values: the largest difference from vitedu's result is "
         f"{err:.3g} (the reference's values reach {ref.abs().max().item():.3g}). "
         + (otherwise or "Compare your code with the formula in the text, one line at a time.")
     )
+
+
+def fit_scale(got: Tensor, at_scale: Callable[[float], Tensor], low: float = 1e-3, high: float = 1e3) -> float | None:
+    """The positive scalar s for which ``at_scale(s)`` best matches ``got`` (a grid over log s, then a
+    golden-section refinement); None unless that best match is within the checks' tolerance."""
+
+    def error(log_s: float) -> float:
+        out = at_scale(math.exp(log_s))
+        return (got.to(out.device, out.dtype) - out).abs().max().item()
+
+    grid = torch.linspace(math.log(low), math.log(high), 121).tolist()
+    errors = [error(g) for g in grid]
+    best = min(range(len(grid)), key=errors.__getitem__)
+    a, b = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
+    ratio = (math.sqrt(5) - 1) / 2
+    for _ in range(40):
+        c, d = b - ratio * (b - a), a + ratio * (b - a)
+        if error(c) < error(d):
+            b = d
+        else:
+            a = c
+    s = math.exp((a + b) / 2)
+    return s if close(got, at_scale(s)) else None
+
+
+def name_scale(s: float, sizes: dict[str, int], tolerance: float = 0.02) -> str:
+    """Say which simple expression of the named sizes a fitted scale is, e.g. '1/sqrt(6)' where 6 is the
+    number of keys, or just its value when it is none of them."""
+    for label, size in sizes.items():
+        for text, value in ((f"1/sqrt({size})", size**-0.5), (f"1/{size}", 1 / size),
+                            (f"sqrt({size})", size**0.5), (f"{size}", float(size))):
+            if abs(s / value - 1) < tolerance:
+                return f"a scale of {text} (= {s:.3g}), and {size} is {label}"
+    if abs(s - 1) < tolerance:
+        return "a scale of 1 (no scale at all)"
+    return f"a scale of {s:.3g}, none of 1/sqrt(n), 1/n for a size n of the inputs"
 
 
 def passed(name: str, detail: str) -> None:
