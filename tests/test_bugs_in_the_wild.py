@@ -151,7 +151,7 @@ def test_head_on_cls_token_passes() -> None:
 
 
 # ----------------------------------------------------------------------------------------------------
-# 4. A LayerNorm in the wrong place: after the residual addition (post-norm) in a ViT
+# 4. A post-norm block (LayerNorm after the residual addition) where the weights are pre-norm ViT weights
 
 
 class AddThenNormBlock(LambdaBlock):
