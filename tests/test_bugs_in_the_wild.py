@@ -1,6 +1,7 @@
 """The bugs of the appendix "Bugs in the wild" (notebooks/A1_bugs_in_the_wild.ipynb), as unit tests.
 
-Each bug is one from popular ViT tutorials. For each, the test asserts that its check catches the buggy
+Each bug is a pattern from ViT code written from scratch (the appendix names a source where it can).
+For each, the test asserts that its check catches the buggy
 version and that the fixed version passes, so a check that stopped seeing the bug (or started rejecting
 correct code) goes red. The checks are the book's: ``vitedu.checks`` functions, comparisons with vitedu's
 reference modules with the same weights, gradients that must exist, counts from the formulas.
@@ -150,7 +151,7 @@ def test_head_on_cls_token_passes() -> None:
 
 
 # ----------------------------------------------------------------------------------------------------
-# 4. A LayerNorm in the wrong place: after the residual addition (post-norm) in a ViT
+# 4. A post-norm block (LayerNorm after the residual addition) where the weights are pre-norm ViT weights
 
 
 class AddThenNormBlock(LambdaBlock):
