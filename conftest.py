@@ -6,7 +6,9 @@ compares each cell's output with the stored one. For that run this file supplies
 otherwise need on the command line:
 - `--nbval-current-env`: the kernel is this environment's Python (the one with vitedu and its pins), not
   whatever kernel name a notebook happens to store;
-- `--nbval-sanitize-with tests/nbval_sanitize.cfg`: memory addresses and figure sizes are masked.
+- `--nbval-sanitize-with tests/nbval_sanitize.cfg`: memory addresses and figure sizes are masked;
+- a kernel may take up to 5 minutes to start (nbval's default is 60 s), so a busy machine, e.g. two
+  pytest-xdist processes starting kernels beside other work, does not fail a notebook before it ran.
 Flags given on the command line win (e.g. `--nbval-kernel-name`, another sanitize file).
 
 The student releases (notebooks/assignments/release) are generated from the sources with the
@@ -35,3 +37,5 @@ def pytest_configure(config: pytest.Config) -> None:
         option.nbval_sanitize_with = str(SANITIZE)
     if not option.nbval_kernel_name:
         option.nbval_current_env = True
+    if int(option.nbval_kernel_startup_timeout) == 60:  # nbval's default, not given on the command line
+        option.nbval_kernel_startup_timeout = 300

@@ -221,6 +221,7 @@ def pytest_collection_finish(session):
     option = session.config.option
     with open(os.environ["NBVAL_OPTIONS_OUT"], "w") as out:
         json.dump({"current_env": option.nbval_current_env, "sanitize_with": option.nbval_sanitize_with,
+                   "startup_timeout": int(option.nbval_kernel_startup_timeout),
                    "nodeids": [item.nodeid for item in session.items]}, out)
 '''
 
@@ -258,3 +259,5 @@ def test_plain_pytest_nbval_from_root_checks_every_notebook_with_the_sanitiser(t
     assert sanitizer and Path(sanitizer).resolve() == ROOT / "tests" / "nbval_sanitize.cfg", (
         f"nbval must mask addresses and figure sizes with tests/nbval_sanitize.cfg, got {sanitizer!r}"
     )
+    # On a busy machine (two xdist processes, other work) a kernel can take over nbval's default 60 s.
+    assert report["startup_timeout"] == 300, "a kernel gets 5 minutes to start (conftest.py)"
