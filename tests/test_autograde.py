@@ -8,7 +8,8 @@ nbgrader's gradebook. A mistake in part n must cost exactly part n's points: the
 parts run on the reference versions of the earlier parts (``vitedu.grading.reference_parts``).
 
 One autograde run per assignment (every submission of it in one batch) keeps this to a few minutes;
-A3, which trains for a minute per submission, gets one submission with a mistake in each of two parts.
+A3, which trains for a minute per submission, gets two: a mistake in each of two parts, and a forgotten
+zero_grad (whose diverged run must cost Part 2 only).
 There is no all-correct submission: every part keeps its full points in most submissions already.
 """
 
@@ -72,6 +73,10 @@ SUBMISSIONS = {
     "a3_no_train_no_eval_mode": ("a3_training", [("train_epoch", "model.train()", "pass  # model.train() forgotten"),
                                                  ("evaluate", "model.eval()", "pass  # model.eval() forgotten")],
                                  {"test_train_epoch", "test_evaluate"}),
+    # Without zero_grad the run diverges: only Part 2 may lose points (Part 4 asks for 85 % only when
+    # train_epoch passes its check; Part 6 is tested on a model of the grader's own, not on the run).
+    "a3_no_zero_grad": ("a3_training", [("train_epoch", "optimizer.zero_grad()",
+                                         "pass  # optimizer.zero_grad() forgotten")], {"test_train_epoch"}),
 }
 ASSIGNMENTS = sorted({assignment for assignment, _, _ in SUBMISSIONS.values()})
 

@@ -19,6 +19,7 @@ from vitedu.checks import (
     CheckFailed,
     check_attention,
     check_attention_weights,
+    check_cls_attention,
     check_encoder_block,
     check_masked_attention,
     check_multi_head_attention,
@@ -788,9 +789,11 @@ def train_epoch(model, batches, optimizer, mistake=None):
     losses, sizes = [], []
     for images, labels in batches:
         loss = nn.functional.cross_entropy(model(images), labels)
-        if mistake != "no_zero_grad":
+        if mistake not in ("no_zero_grad", "zero_grad_before_step"):
             optimizer.zero_grad()
         loss.backward()
+        if mistake == "zero_grad_before_step":
+            optimizer.zero_grad()
         if mistake != "no_step":
             optimizer.step()
         losses.append(loss.detach())
@@ -813,6 +816,7 @@ def test_correct_train_epoch_passes_on_every_device(device, capsys):
         ("no_train", r"left the model in eval mode: call model.train\(\)"),
         ("no_step", r"did not change the weights: call optimizer.step\(\)"),
         ("no_zero_grad", r"gradients accumulate.*optimizer.zero_grad\(\)"),
+        ("zero_grad_before_step", r"found no gradients.*cleared before the step used them"),
         ("tensor", r"returned a tensor; return a Python float"),
         ("batch_mean", r"mean of the batch losses.*weight each batch by its size"),
     ],
@@ -820,6 +824,44 @@ def test_correct_train_epoch_passes_on_every_device(device, capsys):
 def test_train_epoch_mistakes_are_diagnosed(mistake, hint):
     with pytest.raises(CheckFailed, match=hint):
         check_train_epoch(functools.partial(train_epoch, mistake=mistake))
+
+
+def cls_attention(model, images, mistake=None):
+    maps = model.attention_maps(images)  # (depth, batch, heads, tokens, tokens)
+    block = maps[0] if mistake == "first_block" else maps[-1]
+    if mistake == "head_0":
+        rows = block[:, 0, 0, 1:]
+    elif mistake == "cls_column_kept":
+        rows = block[:, :, 0, :-1].mean(dim=1)
+    elif mistake == "column_to_cls":
+        rows = block[:, :, 1:, 0].mean(dim=1)
+    else:
+        rows = block[:, :, 0, 1:].mean(dim=1)
+    if mistake == "hard_coded_grid":
+        return rows.reshape(len(images), 4, 4)
+    grid = rows.reshape(len(images), *model.patch_embed.grid_size)
+    return grid.transpose(-2, -1) if mistake == "transposed" else grid
+
+
+def test_correct_cls_attention_passes_on_every_device(device, capsys):
+    check_cls_attention(cls_attention, device=device)
+    assert "✓ check_cls_attention passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "mistake, hint",
+    [
+        ("first_block", r"first block's attention; take the last block's"),
+        ("head_0", r"head 0 only; average the \[CLS\] row over all the heads"),
+        ("transposed", r"the grid is transposed"),
+        ("cls_column_kept", r"kept the \[CLS\] column"),
+        ("column_to_cls", r"attention \*to\* \[CLS\]"),
+        ("hard_coded_grid", r"size is hard-coded"),
+    ],
+)
+def test_cls_attention_mistakes_are_diagnosed(mistake, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_cls_attention(functools.partial(cls_attention, mistake=mistake))
 
 
 def test_the_docstring_lists_every_check():

@@ -15,7 +15,7 @@ from vitedu.checks import (
     check_multi_head_split,
     check_patchify,
 )
-from vitedu.grading import REFERENCE_PARTS, reference_parts
+from vitedu.grading import REFERENCE_PARTS, part_is_right, reference_parts
 
 
 def test_every_reference_passes_its_own_check(capsys):
@@ -56,3 +56,25 @@ def test_an_unknown_part_is_an_error_that_lists_the_known_ones():
     with pytest.raises(ValueError, match=r"no reference implementation for \['softmax'\].*attention_weights"):
         with reference_parts({}, "softmax"):
             pass
+
+
+def _train_epoch(model, batches, optimizer, zero_grad=True):
+    model.train()
+    total = 0.0
+    for images, labels in batches:
+        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        if zero_grad:
+            optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        total += loss.item() * len(labels)
+    return total / sum(len(labels) for _, labels in batches)
+
+
+def test_part_is_right_runs_the_check_silently(capsys):
+    """A3's Part 4 asks for 85 % only when train_epoch passes its check (a wrong one is charged in Part 2)."""
+    assert part_is_right("train_epoch", _train_epoch)
+    assert not part_is_right("train_epoch", lambda *args: _train_epoch(*args, zero_grad=False))
+    assert capsys.readouterr().out == ""
+    with pytest.raises(ValueError, match="no check for 'softmax'"):
+        part_is_right("softmax", _train_epoch)

@@ -14,6 +14,8 @@ The references are thin wrappers around ``vitedu`` (nothing here that the book d
 
 from __future__ import annotations
 
+import contextlib
+import io
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -22,7 +24,7 @@ from torch import Tensor
 from .attention import merge_heads, scaled_dot_product_attention, split_heads
 from .patching import patchify
 
-__all__ = ["REFERENCE_PARTS", "reference_parts"]
+__all__ = ["REFERENCE_PARTS", "part_is_right", "reference_parts"]
 
 
 def _attention_weights(q: Tensor, k: Tensor) -> Tensor:
@@ -80,3 +82,23 @@ def reference_parts(namespace: dict[str, Any], *names: str) -> Iterator[None]:
             else:
                 namespace[name] = value
 
+
+
+def part_is_right(name: str, fn: Callable[..., Any]) -> bool:
+    """Whether the student's ``fn`` (the part called ``name``) passes its check, with the check's output hidden.
+
+    For a part that has no function of its own but runs an earlier one, such as A3's training run (Part 4), which
+    runs the student's ``train_epoch``: when the earlier part is wrong its points are already lost there, and the
+    later part is graded on what is left to it (error carried forward), not charged the same mistake again.
+    """
+    from .checks import CheckFailed, check_cls_attention, check_train_epoch
+
+    checks: dict[str, Callable[..., None]] = {"train_epoch": check_train_epoch, "cls_attention": check_cls_attention}
+    if name not in checks:
+        raise ValueError(f"no check for {name!r}; known parts: {sorted(checks)}")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            checks[name](fn, device="cpu")
+    except CheckFailed:
+        return False
+    return True

@@ -44,8 +44,11 @@ The mistakes diagnosed by name (each has a test in tests/test_checks.py that pla
 - check_vit_forward: [CLS] at the wrong end; positions not added, or not for [CLS]; mean pooling;
   final LayerNorm missing; logits for every token (shape).
 - check_train_epoch: ``model.train()`` missing; ``optimizer.step()`` missing; ``zero_grad()`` missing
-  (gradients accumulate); a tensor returned instead of a float; the mean of batch losses instead of
-  the mean per image.
+  (gradients accumulate); ``zero_grad()`` between ``backward()`` and ``step()`` (the step finds no
+  gradients); a tensor returned instead of a float; the mean of batch losses instead of the mean per image.
+- check_cls_attention: the first block instead of the last; head 0 instead of the mean over heads; the
+  grid transposed; the [CLS] column kept; the column to [CLS] instead of its row; renormalised weights;
+  a hard-coded grid size.
 
 The checks live in one module per assignment (``a1_attention``, ``a2_patches_to_vit``, ``a3_training``) and share
 the machinery of ``vitedu.checks.diagnosis``; every check is importable from ``vitedu.checks``.
@@ -67,7 +70,7 @@ from .a2_patches_to_vit import (
     check_unfold_embedding,
     check_vit_forward,
 )
-from .a3_training import check_train_epoch
+from .a3_training import check_cls_attention, check_train_epoch
 from .diagnosis import TOLERANCE, CheckFailed
 
 __all__ = [
@@ -83,6 +86,7 @@ __all__ = [
     "check_patch_embedding",
     "check_patchify",
     "check_single_head",
+    "check_cls_attention",
     "check_train_epoch",
     "check_unfold_embedding",
     "check_vit_forward",

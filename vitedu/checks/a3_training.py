@@ -11,11 +11,15 @@ from torch import Tensor, nn
 
 from .diagnosis import (
     CheckFailed,
+    check_shape,
     close,
+    diagnose,
+    other_sizes,
     passed,
     randn,
     resolve_device,
     run_student,
+    tensor_out,
 )
 
 
@@ -67,7 +71,17 @@ def check_train_epoch(train_epoch: Callable[..., float], device=None) -> None:
         return losses, [p.detach() for p in ref.parameters()]
 
     model.eval()  # as after evaluate(): train_epoch must switch training mode back on
-    loss = run_student(train_epoch, model, batches, torch.optim.SGD(model.parameters(), lr=0.5), what=what)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    steps_with_gradients: list[bool] = []  # at each optimizer.step(): were there gradients to use?
+    sgd_step = optimizer.step
+
+    def spy_step(*args, **kwargs):
+        steps_with_gradients.append(any(p.grad is not None and bool(p.grad.abs().sum() > 0)
+                                        for p in model.parameters()))
+        return sgd_step(*args, **kwargs)
+
+    optimizer.step = spy_step
+    loss = run_student(train_epoch, model, batches, optimizer, what=what)
     if not model.training:
         raise CheckFailed(
             f"{what} left the model in eval mode: call model.train() at its start. After an evaluation the "
@@ -85,6 +99,11 @@ def check_train_epoch(train_epoch: Callable[..., float], device=None) -> None:
 
     losses, expected = trained()
     if not same(expected):
+        if steps_with_gradients and not any(steps_with_gradients):
+            raise CheckFailed(
+                f"{what}: optimizer.step() found no gradients, so the weights did not move: the gradients were "
+                "cleared before the step used them (zero_grad() between loss.backward() and optimizer.step()), "
+                "or loss.backward() is missing. The order is zero_grad(), backward(), step().")
         if all(torch.equal(a, b) for a, b in zip(params, start.values())):
             raise CheckFailed(f"{what} did not change the weights: call optimizer.step() after loss.backward().")
         if same(trained(zero_grad=False)[1]):
@@ -101,3 +120,67 @@ def check_train_epoch(train_epoch: Callable[..., float], device=None) -> None:
                 f"each batch by its size: sum(loss * len(labels)) / number of images = {per_image:.4f}.")
         raise CheckFailed(f"{what} returned {loss:.4f}; the mean training loss per image is {per_image:.4f}.")
     passed("check_train_epoch", "training mode, one step per batch, mean loss per image")
+
+
+def _peaked_vit(gen: torch.Generator, device: torch.device, patch_size: int = 2) -> nn.Module:
+    """A digits ViT (2 blocks of 4 heads) with large random weights drawn from ``gen``: its attention is peaked
+    and differs from block to block and from head to head, so a map from the wrong block, a single head, a
+    transposed grid or a shifted column is far from the right one (a freshly initialised ViT attends almost
+    uniformly, and a trained one may attend to almost nothing but itself)."""
+    from ..models import create_model
+
+    with torch.random.fork_rng(devices=[]):  # the notebook's random numbers stay as they were
+        model = create_model("vit_digits_patch2_8", depth=2, num_heads=4, patch_size=patch_size)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_(torch.randn(param.shape, generator=gen) * 0.3)
+    return model.to(device).eval()
+
+
+def check_cls_attention(cls_attention: Callable[..., Tensor], device=None) -> None:
+    """Check ``cls_attention(model, images) -> (batch, grid, grid)``: the last block's attention from [CLS]
+    (row 0) to the patches (columns 1...), averaged over the heads, in the patch grid's row-major layout.
+
+    The model is the check's own (random, peaked attention), not the student's trained one, so that the check
+    does not depend on the training run; each known mistake is named.
+    """
+    device, gen = resolve_device(device), torch.Generator().manual_seed(17)
+    what = "cls_attention(model, images)"
+
+    def run(patch_size: int, batch: int) -> None:
+        model = _peaked_vit(gen, device, patch_size)
+        images = randn(gen, batch, 1, 8, 8, device=device)
+        grid = model.patch_embed.grid_size
+        with torch.no_grad():
+            maps = model.attention_maps(images)  # (depth, batch, heads, tokens, tokens)
+            got = tensor_out(run_student(cls_attention, model, images, what=what), what)
+
+        def layout(rows: Tensor) -> Tensor:
+            return rows.reshape(batch, *grid)
+
+        check_shape(got, (batch, *grid), ("batch", "grid rows", "grid columns"), what, hints={
+            (batch, grid[0] * grid[1]): "Reshape the patch weights to the grid: .reshape(batch, rows, columns).",
+            (batch, grid[0] * grid[1] + 1): "Leave out column 0 ([CLS] attending to itself), then reshape.",
+        })
+        ref = layout(maps[-1, :, :, 0, 1:].mean(dim=1))
+        diagnose(got, ref, [
+            ("this is the first block's attention; take the last block's, maps[-1] (the [CLS] token that the "
+             "head classifies is the output of the last block).", lambda: layout(maps[0, :, :, 0, 1:].mean(1))),
+            ("this is head 0 only; average the [CLS] row over all the heads (.mean over the heads axis).",
+             lambda: layout(maps[-1, :, 0, 0, 1:])),
+            ("the grid is transposed: the patches are in row-major order (patch 1 is row 0, column 1), so a "
+             "plain .reshape(batch, rows, columns) lays them out; do not transpose it.",
+             lambda: layout(maps[-1, :, :, 0, 1:].mean(1)).transpose(-2, -1)),
+            ("you kept the [CLS] column (column 0, its attention to itself) and dropped the last patch: the "
+             "patches are columns 1 onwards, [..., 0, 1:].", lambda: layout(maps[-1, :, :, 0, :-1].mean(1))),
+            ("this is the attention *to* [CLS] from each patch (column 0); [CLS]'s own attention is row 0: "
+             "[..., 0, 1:].", lambda: layout(maps[-1, :, :, 1:, 0].mean(1))),
+            ("the weights are renormalised over the patches; keep them as the softmax gave them (their sum is "
+             "below 1 by [CLS]'s attention to itself).",
+             lambda: layout(maps[-1, :, :, 0, 1:].mean(1) / maps[-1, :, :, 0, 1:].mean(1).sum(-1, keepdim=True))),
+        ], what, otherwise="Take maps[-1] (last block), row 0 ([CLS]), columns 1: (patches), the mean over heads.")
+
+    run(2, 6)
+    other_sizes("a 4x4 grid", "a 2x2 grid (4x4 patches)", lambda: run(4, 3))
+    passed("check_cls_attention", "last block, [CLS] row, patch columns, mean over heads, row-major grid "
+           "(on a model of the check's own with peaked random attention)")
