@@ -7,6 +7,9 @@ otherwise need on the command line:
 - `--nbval-current-env`: the kernel is this environment's Python (the one with vitedu and its pins), not
   whatever kernel name a notebook happens to store;
 - `--nbval-sanitize-with tests/nbval_sanitize.cfg`: memory addresses and figure sizes are masked;
+- under pytest-xdist (`make test` runs two processes) each kernel gets its share of the cores
+  (OMP_NUM_THREADS, read by torch when the kernel imports it): two kernels of two threads each on two
+  cores make tiny operations up to 60 times slower while their threads wait for each other;
 - a kernel may take up to 5 minutes to start (nbval's default is 60 s), so a busy machine, e.g. two
   pytest-xdist processes starting kernels beside other work, does not fail a notebook before it ran.
 Flags given on the command line win (e.g. `--nbval-kernel-name`, another sanitize file).
@@ -17,6 +20,7 @@ solutions removed, so they cannot pass nbval: tests/test_assignments.py checks t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -37,5 +41,8 @@ def pytest_configure(config: pytest.Config) -> None:
         option.nbval_sanitize_with = str(SANITIZE)
     if not option.nbval_kernel_name:
         option.nbval_current_env = True
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
     if int(option.nbval_kernel_startup_timeout) == 60:  # nbval's default, not given on the command line
         option.nbval_kernel_startup_timeout = 300
