@@ -67,8 +67,15 @@ SUBMISSIONS = {
                    {"test_patch_embedding"}),
     "a2_norm1_twice": ("a2_patches_to_vit", [("encoder_block", "x = x + self.mlp(self.norm2(x))",
                                               "x = x + self.mlp(self.norm1(x))")], {"test_encoder_block"}),
+    # Part 5 is graded in three cells (forward 3, shape 1, [CLS] token 2 points). The [CLS] cell checks
+    # head(norm(cls_token + pos_embed[:, 0])), so leaving out the positions loses it as well as the forward one.
     "a2_no_positions": ("a2_patches_to_vit", [("vit_forward", "x = torch.cat([cls, x], dim=1) + self.pos_embed",
-                                               "x = torch.cat([cls, x], dim=1)")], {"test_vit_forward"}),
+                                               "x = torch.cat([cls, x], dim=1)")],
+                        {"test_vit_forward", "test_vit_cls_token"}),
+    # Classifying every token instead of [CLS]: logits of the wrong shape, so all three cells of part 5.
+    "a2_every_token": ("a2_patches_to_vit", [("vit_forward", "return self.head(x[:, 0])  # classify from [CLS]",
+                                              "return self.head(x)")],
+                       {"test_vit_forward", "test_vit_shape", "test_vit_cls_token"}),
     # A3 trains for about a minute per submission, so its two mistakes (in two parts) share one submission.
     "a3_no_train_no_eval_mode": ("a3_training", [("train_epoch", "model.train()", "pass  # model.train() forgotten"),
                                                  ("evaluate", "model.eval()", "pass  # model.eval() forgotten")],
