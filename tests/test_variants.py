@@ -220,6 +220,29 @@ def test_talking_heads_with_identity_mixing_is_multi_head_attention():
     torch.testing.assert_close(talking(x)[0], plain(x)[0], atol=1e-5, rtol=1e-5)
 
 
+@needs_timm
+def test_talking_heads_mixing_starts_as_timms_cait_does():
+    # timm's Cait._init_weights reaches proj_l and proj_w too (std 0.02, zero bias), while a lone TalkingHeadAttn
+    # keeps nn.Linear's default; chapter 9's talking-heads demonstration states both.
+    from timm.models.cait import Cait as TimmCait
+    from timm.models.cait import TalkingHeadAttn
+
+    from vitedu.cait import TalkingHeadAttention
+
+    torch.manual_seed(0)
+    kwargs = dict(img_size=32, patch_size=8, num_classes=7, embed_dim=48, depth=24, num_heads=4)
+    for model in (Cait(**kwargs), TimmCait(**kwargs)):
+        mixing = [module for name, module in model.named_modules() if name.endswith(("proj_l", "proj_w"))]
+        assert len(mixing) == 2 * 24
+        assert not any(module.bias.any() for module in mixing)
+        assert 0.018 < torch.cat([module.weight.flatten() for module in mixing]).std() < 0.022
+    bound = 4**-0.5  # nn.Linear(4, 4)'s default: uniform within +-1/sqrt(in_features), weights and biases
+    for lone in (TalkingHeadAttention(48, 4), TalkingHeadAttn(48, 4)):
+        for module in (lone.proj_l, lone.proj_w):
+            assert module.weight.abs().max() <= bound and module.bias.abs().max() <= bound
+            assert module.weight.std() > 0.1 and module.bias.abs().max() > 0
+
+
 @pytest.mark.parametrize(
     "build, message",
     [
