@@ -165,6 +165,23 @@ def test_cluttered_train_fraction_keeps_a_stratified_share_of_the_training_digit
         C.cluttered_loaders(replace(config, train_fraction=0.0), torch.device("cpu"))
 
 
+def test_grid_epochs_put_the_digit_on_the_patch_grid_first_then_anywhere():
+    """The curriculum: epochs before grid_epochs draw exactly the on-grid canvases, later ones the loader's own."""
+    digits, labels = D.load_digits()["train"]
+
+    def batches(epoch: int, **kwargs) -> torch.Tensor:
+        loader = C.ClutteredLoader(digits, labels, 64, 64, seed=3, **kwargs)
+        loader.set_epoch(epoch)
+        return torch.cat([images for images, _ in loader])
+
+    curriculum = dict(position_step=1, grid_epochs=2)
+    for epoch in (0, 1):
+        assert torch.equal(batches(epoch, **curriculum), batches(epoch, position_step=C.GRID_STEP))
+        assert not torch.equal(batches(epoch, **curriculum), batches(epoch, position_step=1))
+    assert torch.equal(batches(2, **curriculum), batches(2, position_step=1))
+    assert not torch.equal(batches(2, **curriculum), batches(2, position_step=C.GRID_STEP))
+
+
 # ------------------------------------------------------------------ behaviours found by mutation testing
 def _two_digit_pool(cell: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """Two fully inked digits told apart by their ink: label 0 is 1.0 everywhere, label 1 is 0.5."""

@@ -46,6 +46,8 @@ NUM_FRAGMENTS = 10
 # from data; on the grid it only has to learn *where* the digit is, which is the question this task asks of
 # attention. Clutter still lands at any pixel, and a fragment on the grid looks exactly like a quarter digit.
 POSITION_STEP = 4
+# The patch grid of vit_cluttered_digits (4x4 patches): position_step=GRID_STEP puts the digit on it.
+GRID_STEP = 4
 # Canvases per split made by load_cluttered_digits when num_images is not given. Val and test reuse each of
 # their 179 / 359 digits about 11 / 6 times at other positions and with other clutter.
 CLUTTERED_SIZES = {"train": 10_000, "val": 2_000, "test": 2_000}
@@ -200,18 +202,24 @@ class ClutteredLoader:
     so a resumed run sees the same batches as an uninterrupted one. ``augment`` (e.g.
     :func:`vitedu.augment.digits_augment`) transforms the pool of 8x8 digits before each epoch's canvases are
     drawn, so the digit varies *inside* its cell too; the boxes follow the augmented ink.
+
+    ``grid_epochs`` > 0 is a curriculum: the first ``grid_epochs`` epochs put the digit on the patch grid
+    (``position_step=GRID_STEP``), the easy case where every digit looks the same to the patch embedding, and
+    only then at the loader's own ``position_step`` (e.g. 1, anywhere): the model learns to read a digit first,
+    then to read it at every shift.
     """
 
     def __init__(
         self, digits: Tensor, labels: Tensor, num_images: int, batch_size: int,
         mean: tuple[float, ...] = CLUTTERED_MEAN, std: tuple[float, ...] = CLUTTERED_STD,
         device: torch.device | str = "cpu", seed: int = 0, augment: Optional[Augment] = None,
-        **generator_kwargs: int,
+        grid_epochs: int = 0, **generator_kwargs: int,
     ) -> None:
         self.digits, self.labels = digits.float() / DIGITS_MAX, labels  # (M, 1, 8, 8) in [0, 1], (M,)
         self.augment = augment
         self.num_images, self.batch_size, self.generator_kwargs = num_images, batch_size, generator_kwargs
         self.device, self.seed, self.epoch = torch.device(device), seed, 0
+        self.grid_epochs = grid_epochs
         self.mean, self.std = mean[0], std[0]
 
     def set_epoch(self, epoch: int) -> None:
@@ -223,8 +231,11 @@ class ClutteredLoader:
     def __iter__(self) -> Iterator[tuple[Tensor, Tensor]]:
         generator = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
         digits = self.digits if self.augment is None else self.augment(self.digits, generator)  # (M, 1, 8, 8)
+        kwargs = self.generator_kwargs
+        if self.epoch < self.grid_epochs:  # the curriculum's first part: the digit on the patch grid
+            kwargs = {**kwargs, "position_step": GRID_STEP}
         images, labels, _ = make_cluttered(digits, self.labels, self.num_images, generator,
-                                           **self.generator_kwargs)  # drawn in random order already
+                                           **kwargs)  # drawn in random order already
         images = (images - self.mean) / self.std
         for i in range(len(self)):
             batch = slice(i * self.batch_size, (i + 1) * self.batch_size)
@@ -235,9 +246,10 @@ def cluttered_loaders(config: Any, device: torch.device | str = "cpu") -> dict[s
     """Cluttered digits for training: fresh training canvases every epoch, fixed val and test canvases.
 
     ``config`` is a ``vitedu.train.TrainConfig`` (its ``augment``, ``batch_size``, ``seed``, ``position_step``,
-    ``train_fraction`` and ``train_on_val`` are read). ``train_fraction`` < 1 keeps a stratified share of the
-    training *digits* (the whole digits and the clutter are both cut from that share); every epoch still draws the
-    same number of canvases from them. Returns {"train": ClutteredLoader, "val"/"test": TensorLoader}."""
+    ``grid_epochs``, ``train_fraction`` and ``train_on_val`` are read). ``train_fraction`` < 1 keeps a stratified
+    share of the training *digits* (the whole digits and the clutter are both cut from that share); every epoch
+    still draws the same number of canvases from them.
+    Returns {"train": ClutteredLoader, "val"/"test": TensorLoader}."""
     if config.augment not in ("none", "digits", "digits_warp"):
         raise ValueError("cluttered_digits draws new canvases every epoch, and can shift each digit inside its cell "
                          "(augment='digits') or warp it about its centre (augment='digits_warp'): use augment "
@@ -251,11 +263,12 @@ def cluttered_loaders(config: Any, device: torch.device | str = "cpu") -> dict[s
     fixed = {name: load_cluttered_digits(name, position_step=step)[:2] for name in ("val", "test")}
     return {
         "train": ClutteredLoader(*train, CLUTTERED_SIZES["train"], config.batch_size, seed=config.seed,
-                                 augment=AUGMENTATIONS[config.augment], position_step=step, **common),
+                                 augment=AUGMENTATIONS[config.augment], position_step=step,
+                                 grid_epochs=config.grid_epochs, **common),
         **{name: TensorLoader(*fixed[name], 500, max_value=1.0, **common) for name in fixed},
     }
 
 
 __all__ = ["CANVAS_SIZE", "CLUTTERED_MEAN", "CLUTTERED_SIZES", "CLUTTERED_STD", "ClutteredLoader", "FRAGMENT_SIZE",
-           "NUM_FRAGMENTS", "POSITION_STEP", "cluttered_loaders", "ink_boxes", "load_cluttered_digits",
+           "GRID_STEP", "NUM_FRAGMENTS", "POSITION_STEP", "cluttered_loaders", "ink_boxes", "load_cluttered_digits",
            "make_cluttered"]

@@ -74,6 +74,7 @@ class TrainConfig:
     # A ViT learns labels and teacher through its one head (the Hinton-style baseline); a DeiT model
     # (create_model("deit_...")) learns the teacher through its distillation token (distillation_token_loss).
     position_step: int = POSITION_STEP  # cluttered_digits: the digit's cell at multiples of this (1: anywhere)
+    grid_epochs: int = 0  # cluttered_digits: a curriculum, the first epochs with the digit on the patch grid
     train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
     train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
     seed: int = 0
