@@ -91,6 +91,8 @@ def test_encoder_sees_only_the_visible_tokens():
 
 def test_with_nothing_masked_the_encoder_path_is_forward_features():
     model = MaskedAutoencoder(**TINY).eval()
+    with torch.no_grad():  # any positions, [CLS]'s too (the sin-cos table gives it zeros; a checkpoint may not)
+        model.encoder.pos_embed.normal_()
     images = torch.rand(2, 3, 32, 32)
     latent, mask, ids_restore = model.forward_encoder(images, mask_ratio=0.0)
     patches = torch.gather(latent[:, 1:], 1, ids_restore[..., None].expand(-1, -1, 48))  # back to row-major order
@@ -99,6 +101,19 @@ def test_with_nothing_masked_the_encoder_path_is_forward_features():
     torch.testing.assert_close(patches, expected[:, 1:], atol=1e-5, rtol=1e-5)
     loss, pred, mask = model(images, mask_ratio=0.0)
     assert mask.sum() == 0 and loss == 0  # nothing hidden, nothing to reconstruct
+
+
+def test_mask_tokens_learn_their_place_from_the_decoder_positions():
+    # Every hidden patch enters the decoder as the same mask token: only decoder_pos_embed tells them apart.
+    model = MaskedAutoencoder(**TINY).eval()
+    with torch.no_grad():
+        _, pred, mask = model(torch.rand(1, 3, 32, 32))
+        hidden = pred[0][mask[0] == 1]  # (12, 192): the predictions for the hidden patches
+        assert not torch.allclose(hidden[0], hidden[1])
+        model.decoder_pos_embed.zero_()
+        _, pred, mask = model(torch.rand(1, 3, 32, 32))
+        hidden = pred[0][mask[0] == 1]
+        torch.testing.assert_close(hidden, hidden[:1].expand_as(hidden))  # without positions: all the same
 
 
 def test_forward_shapes_and_encoder_alone():
@@ -274,3 +289,17 @@ def test_a_few_steps_on_random_images_reduce_the_loss():
         loss.backward()
         optimizer.step()
     assert evaluate() < 0.5 * before
+
+
+def test_initialisation_is_the_paper_codes():
+    model = MaskedAutoencoder(**TINY)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 2 * 4 + 4 * 1 + 2  # 4 per encoder block, 4 per decoder block, decoder_embed, decoder_pred
+    proj = model.encoder.patch_embed.proj.weight.flatten(1)  # initialised as the Linear layer it is
+    for weight in [m.weight for m in linears] + [proj]:
+        fan_out, fan_in = weight.shape
+        bound = math.sqrt(6 / (fan_in + fan_out))  # Xavier-uniform: U(-bound, bound)
+        assert weight.abs().max() <= bound and weight.abs().max() > 0.9 * bound
+    assert all((m.bias == 0).all() for m in linears)
+    for token in (model.encoder.cls_token, model.mask_token):  # N(0, 0.02^2)
+        assert 0.01 < token.std() < 0.03
