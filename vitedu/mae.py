@@ -33,7 +33,7 @@ def random_masking(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Hide a random ``mask_ratio`` of each sample's tokens, a different subset per sample.
 
-    x (batch, patches, dim) -> x_visible (batch, kept, dim), mask (batch, patches), ids_restore (batch, patches)
+    x: (batch, patches, dim) -> x_visible (batch, kept, dim), mask (batch, patches), ids_restore (batch, patches)
 
     kept = round(patches * (1 - mask_ratio)). Step by step, for one sample of 4 tokens [t0 t1 t2 t3], ratio 0.5:
 
@@ -93,8 +93,8 @@ def mae_sincos_pos_embed_2d(embed_dim: int, grid_size: int | tuple[int, int], nu
 class MaskedAutoencoder(nn.Module):
     """MAE pre-training: a ViT encoder on the visible patches, a light Transformer decoder that predicts the pixels.
 
-    images (batch, in_chans, height, width) -> loss (), pred (batch, patches, patch_size**2 * in_chans),
-    mask (batch, patches), with 1 on the patches the encoder did not see.
+    images: (batch, in_chans, height, width)
+    -> loss (), pred (batch, patches, patch_size * patch_size * in_chans), mask (batch, patches): 1 where hidden
 
     The defaults are the paper's ViT-B/16 with its 512-wide, 8-block decoder. ``norm_pix_loss=True`` predicts every
     patch normalised by its own mean and standard deviation (the paper's better-representations option: the
@@ -165,11 +165,17 @@ class MaskedAutoencoder(nn.Module):
                     nn.init.zeros_(module.bias)
 
     def patchify(self, images: Tensor) -> Tensor:
-        """(batch, in_chans, height, width) -> (batch, patches, patch_size**2 * in_chans): the pixel targets."""
+        """The pixel targets, patch by patch.
+
+        (batch, in_chans, height, width) -> (batch, patches, patch_size * patch_size * in_chans)
+        """
         return patchify(images, self.patch_size)
 
     def unpatchify(self, patches: Tensor) -> Tensor:
-        """(batch, patches, patch_size**2 * in_chans) -> (batch, in_chans, height, width), e.g. to show ``pred``."""
+        """Patches back to images, e.g. to show ``pred``.
+
+        (batch, patches, patch_size * patch_size * in_chans) -> (batch, in_chans, height, width)
+        """
         return unpatchify(patches, self.patch_size, self.img_size)
 
     def _check_images(self, images: Tensor) -> None:
@@ -188,8 +194,11 @@ class MaskedAutoencoder(nn.Module):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """The encoder on the visible patches only, with the encoder's own modules.
 
-        images (batch, in_chans, height, width) -> latent (batch, 1 + kept, embed_dim) ([CLS] first, after the
-        final norm), mask (batch, patches), ids_restore (batch, patches); see ``random_masking``.
+        images: (batch, in_chans, height, width)
+        -> latent (batch, 1 + kept, embed_dim), mask (batch, patches), ids_restore (batch, patches)
+
+        ``latent`` has [CLS] first and comes after the encoder's final norm; ``mask`` and ``ids_restore`` are
+        those of ``random_masking``.
         """
         self._check_images(images)
         encoder = self.encoder
@@ -205,8 +214,8 @@ class MaskedAutoencoder(nn.Module):
     def forward_decoder(self, latent: Tensor, ids_restore: Tensor) -> Tensor:
         """Mask tokens fill the hidden places; the decoder predicts every patch's pixels.
 
-        latent (batch, 1 + kept, embed_dim), ids_restore (batch, patches)
-            -> pred (batch, patches, patch_size**2 * in_chans)
+        latent: (batch, 1 + kept, embed_dim), ids_restore: (batch, patches)
+        -> pred (batch, patches, patch_size * patch_size * in_chans)
         """
         x = self.decoder_embed(latent)  # (batch, 1 + kept, decoder_dim)
         batch, patches = ids_restore.shape
@@ -221,12 +230,14 @@ class MaskedAutoencoder(nn.Module):
     def forward_loss(self, images: Tensor, pred: Tensor, mask: Tensor) -> Tensor:
         """Mean squared error per patch, averaged over the removed patches only (mask == 1).
 
-        images (batch, in_chans, height, width), pred (batch, patches, patch_size**2 * in_chans), mask (batch,
-        patches) -> loss (). A visible patch costs nothing: copying it back would be no task. With ``norm_pix_loss``
-        each target patch is first normalised by its own mean and (unbiased, as the paper's code) variance:
+        images: (batch, in_chans, height, width), pred: (batch, patches, patch_size * patch_size * in_chans)
+        mask: (batch, patches) -> loss ()
+
+        A visible patch costs nothing: copying it back would be no task. With ``norm_pix_loss`` each target patch
+        is first normalised by its own mean and (unbiased, as the paper's code) variance:
         (patch - mean) / sqrt(var + 1e-6). Nothing masked gives 0: nothing to reconstruct.
         """
-        target = self.patchify(images)  # (batch, patches, patch_size**2 * in_chans)
+        target = self.patchify(images)  # (batch, patches, patch_size * patch_size * in_chans)
         if pred.shape != target.shape or mask.shape != target.shape[:2]:
             raise ValueError(
                 f"pred must have the targets' shape {tuple(target.shape)} and mask {tuple(target.shape[:2])} "
@@ -242,8 +253,13 @@ class MaskedAutoencoder(nn.Module):
     def forward(
         self, images: Tensor, mask_ratio: float = 0.75, generator: torch.Generator | None = None
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """images (batch, in_chans, height, width) -> loss (), pred (batch, patches, patch_size**2 * in_chans),
-        mask (batch, patches). ``generator`` makes the random masks reproducible."""
+        """Encode the visible patches, decode every patch, score the hidden ones.
+
+        images: (batch, in_chans, height, width)
+        -> loss (), pred (batch, patches, patch_size * patch_size * in_chans), mask (batch, patches)
+
+        ``generator`` makes the random masks reproducible.
+        """
         latent, mask, ids_restore = self.forward_encoder(images, mask_ratio, generator)
         pred = self.forward_decoder(latent, ids_restore)
         return self.forward_loss(images, pred, mask), pred, mask
