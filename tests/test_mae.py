@@ -89,11 +89,11 @@ def test_encoder_sees_only_the_visible_tokens():
     assert seen["decoder"] == (2, 1 + 16, 32)  # [CLS] + every patch (12 of them mask tokens)
 
 
-def test_with_nothing_masked_the_encoder_path_is_forward_features():
-    model = MaskedAutoencoder(**TINY).eval()
+def test_with_nothing_masked_the_encoder_path_is_forward_features(device):
+    model = MaskedAutoencoder(**TINY).to(device).eval()
     with torch.no_grad():  # any positions, [CLS]'s too (the sin-cos table gives it zeros; a checkpoint may not)
         model.encoder.pos_embed.normal_()
-    images = torch.rand(2, 3, 32, 32)
+    images = torch.rand(2, 3, 32, 32, device=device)
     latent, mask, ids_restore = model.forward_encoder(images, mask_ratio=0.0)
     patches = torch.gather(latent[:, 1:], 1, ids_restore[..., None].expand(-1, -1, 48))  # back to row-major order
     expected = model.encoder.forward_features(images)  # (batch, 1 + 16, 48)
@@ -170,9 +170,9 @@ def test_norm_pix_loss_matches_a_hand_computation():
     torch.testing.assert_close(model.forward_loss(images, pred, mask), torch.tensor(sum(normalised) / 5))
 
 
-def test_gradients_reach_encoder_and_decoder():
-    model = MaskedAutoencoder(**TINY)
-    loss, _, _ = model(torch.rand(2, 3, 32, 32))
+def test_gradients_reach_encoder_and_decoder(device):
+    model = MaskedAutoencoder(**TINY).to(device)
+    loss, _, _ = model(torch.rand(2, 3, 32, 32, device=device), generator=torch.Generator(device).manual_seed(0))
     loss.backward()
     for name, param in model.named_parameters():
         if param.requires_grad:

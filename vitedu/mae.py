@@ -5,8 +5,8 @@
           -> a prediction of every patch's pixels -> mean squared error on the *hidden* patches only
 
 Nothing is labelled: the image is its own target. The encoder never sees a mask token, so it processes a quarter
-of the tokens (a quarter of the cost of a block, and less of attention's), and what it learns is what fine-tuning
-and ``forward_features`` use; the decoder is thrown away after pre-training.
+of the tokens (a quarter of the cost of its linear layers, a sixteenth of attention's), and what it learns is what
+fine-tuning and ``forward_features`` use; the decoder is thrown away after pre-training.
 
 The encoder *is* vitedu's ``VisionTransformer`` (``num_classes=0``, fixed 2-D sin-cos positions): its state_dict
 has timm's keys and shapes, the layout of the official MAE encoder checkpoints (``mae_pretrain_vit_base.pth``), and
@@ -50,7 +50,8 @@ def random_masking(
        1 where the token was removed, 0 where it is visible, the weights of the loss.
 
     The paper's code counts kept = int(patches * (1 - mask_ratio)); rounding gives the same 49 of 196 at 0.75 but
-    does not lose a token to floating point (int(10 * (1 - 0.9)) is 0). ``generator`` makes the draw reproducible.
+    does not lose a token to floating point (int(10 * (1 - 0.9)) is 0). ``generator`` (a ``torch.Generator`` on the
+    device of ``x``) makes the draw reproducible.
     """
     if isinstance(mask_ratio, bool) or not isinstance(mask_ratio, (int, float)) or not 0.0 <= mask_ratio < 1.0:
         raise ValueError(
