@@ -116,6 +116,50 @@ def test_mask_tokens_learn_their_place_from_the_decoder_positions():
         torch.testing.assert_close(hidden, hidden[:1].expand_as(hidden))  # without positions: all the same
 
 
+def test_decoder_puts_every_token_back_in_its_place():
+    model = MaskedAutoencoder(**TINY).eval()
+    seen = {}
+    model.decoder_blocks[0].register_forward_pre_hook(lambda m, args: seen.__setitem__("x", args[0]))
+    with torch.no_grad():
+        latent, mask, ids_restore = model.forward_encoder(torch.rand(2, 3, 32, 32))  # the default ratio, 0.75
+        assert latent.shape == (2, 1 + 4, 48)
+        model.forward_decoder(latent, ids_restore)
+        embedded = model.decoder_embed(latent)  # (batch, 1 + kept, 32): [CLS], then the kept patches, shuffled
+        for b in range(2):
+            torch.testing.assert_close(seen["x"][b, 0], embedded[b, 0] + model.decoder_pos_embed[0, 0])
+            for i in range(16):  # patch i was put at place ids_restore[b, i] of the shuffled order
+                token = model.mask_token[0, 0] if mask[b, i] == 1 else embedded[b, 1 + ids_restore[b, i]]
+                torch.testing.assert_close(seen["x"][b, 1 + i], token + model.decoder_pos_embed[0, 1 + i])
+
+
+def test_forward_with_a_generator_is_reproducible():
+    model = MaskedAutoencoder(**TINY).eval()
+    images = torch.rand(2, 3, 32, 32)
+    run = lambda seed: model(images, generator=torch.Generator().manual_seed(seed))  # noqa: E731
+    (loss1, pred1, mask1), (loss2, pred2, mask2), (_, _, mask3) = run(3), run(3), run(4)
+    assert torch.equal(mask1, mask2) and torch.equal(pred1, pred2) and torch.equal(loss1, loss2)
+    assert not torch.equal(mask1, mask3)
+
+
+def test_defaults_are_the_papers_vit_b_with_its_decoder():
+    with torch.device("meta"):  # no memory is allocated for the weights
+        model = MaskedAutoencoder()
+    encoder = 86_567_656 - (768 * 1000 + 1000)  # ViT-B/16 (ViT paper, Table 1, timm) without its 1000-class head
+    block = 12 * 512**2 + 13 * 512  # a Transformer block of width 512
+    decoder = (768 * 512 + 512) + 512 + 197 * 512 + 8 * block + 2 * 512 + (512 * 16 * 16 * 3 + 16 * 16 * 3)
+    assert sum(p.numel() for p in model.encoder.parameters()) == encoder
+    assert sum(p.numel() for p in model.parameters()) == encoder + decoder  # 111,907,840
+    assert model.img_size == (224, 224) and model.patch_size == 16 and len(model.decoder_blocks) == 8
+    assert model.decoder_blocks[0].attn.num_heads == 16 and model.encoder.blocks[0].attn.num_heads == 12
+
+
+def test_mlp_ratio_and_norm_eps_reach_encoder_and_decoder():
+    model = MaskedAutoencoder(**TINY, mlp_ratio=2.0, norm_eps=1e-5)
+    assert {b.mlp.fc1.out_features for b in model.encoder.blocks} == {96}
+    assert {b.mlp.fc1.out_features for b in model.decoder_blocks} == {64}
+    assert {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)} == {1e-5}
+
+
 def test_forward_shapes_and_encoder_alone():
     model = MaskedAutoencoder(**TINY)
     loss, pred, mask = model(torch.rand(2, 3, 32, 32))
@@ -149,6 +193,7 @@ def test_norm_pix_loss_matches_a_hand_computation():
     model = MaskedAutoencoder(img_size=4, patch_size=2, in_chans=1, embed_dim=8, depth=1, num_heads=2,
                               decoder_embed_dim=8, decoder_depth=1, decoder_num_heads=2)
     images = torch.rand(2, 1, 4, 4)
+    images[1, 0, 2:, 2:] = 0.5  # a flat patch: variance 0, and the 1e-6 keeps its normalised target finite (0)
     pred = torch.randn(2, 4, 4)
     mask = torch.tensor([[1.0, 0, 0, 1], [0, 1, 1, 1]])
     plain, normalised = [], []
@@ -166,8 +211,11 @@ def test_norm_pix_loss_matches_a_hand_computation():
                 normalised.append(sum((g - t) ** 2 for g, t in zip(guess, target)) / 4)
     assert len(plain) == 5
     torch.testing.assert_close(model.forward_loss(images, pred, mask), torch.tensor(sum(plain) / 5))
-    model.norm_pix_loss = True
+    model = MaskedAutoencoder(img_size=4, patch_size=2, in_chans=1, embed_dim=8, depth=1, num_heads=2,
+                              decoder_embed_dim=8, decoder_depth=1, decoder_num_heads=2, norm_pix_loss=True)
     torch.testing.assert_close(model.forward_loss(images, pred, mask), torch.tensor(sum(normalised) / 5))
+    one = torch.tensor([[0.0, 0, 0, 0], [0, 0, 0, 1]])  # a single hidden patch: the loss is its error alone
+    torch.testing.assert_close(model.forward_loss(images, pred, one), torch.tensor(normalised[-1]))
 
 
 def test_gradients_reach_encoder_and_decoder(device):

@@ -127,7 +127,6 @@ class MaskedAutoencoder(nn.Module):
             raise TypeError(f"MAE predicts square patches: patch_size must be an int, got {patch_size!r}")
         self.patch_size = patch_size
         self.img_size = pair(img_size)
-        self.in_chans = in_chans
         self.norm_pix_loss = norm_pix_loss
         self.encoder = VisionTransformer(
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=0, embed_dim=embed_dim,
@@ -180,7 +179,7 @@ class MaskedAutoencoder(nn.Module):
         return unpatchify(patches, self.patch_size, self.img_size)
 
     def _check_images(self, images: Tensor) -> None:
-        check_images(images, self.patch_size, self.in_chans)
+        check_images(images, self.patch_size)  # a 4-D batch; the channels are patch_embed's to check
         if tuple(images.shape[-2:]) != self.img_size:
             (h, w), (H, W) = self.img_size, images.shape[-2:]
             raise ValueError(
