@@ -154,10 +154,11 @@ def test_defaults_are_the_papers_vit_b_with_its_decoder():
 
 
 def test_mlp_ratio_and_norm_eps_reach_encoder_and_decoder():
-    model = MaskedAutoencoder(**TINY, mlp_ratio=2.0, norm_eps=1e-5)
+    model = MaskedAutoencoder(**TINY, mlp_ratio=2.0, norm_eps=1e-4)
     assert {b.mlp.fc1.out_features for b in model.encoder.blocks} == {96}
     assert {b.mlp.fc1.out_features for b in model.decoder_blocks} == {64}
-    assert {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)} == {1e-5}
+    assert {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)} == {1e-4}
+    assert all(b.attn.qkv.bias is not None for b in [*model.encoder.blocks, *model.decoder_blocks])  # as the paper's
 
 
 def test_forward_shapes_and_encoder_alone():
@@ -167,6 +168,9 @@ def test_forward_shapes_and_encoder_alone():
     assert model.unpatchify(pred).shape == (2, 3, 32, 32)
     assert model.encoder.forward_features(torch.rand(2, 3, 32, 32)).shape == (2, 17, 48)
     assert model.encoder.forward_features(torch.rand(2, 3, 48, 48)).shape == (2, 37, 48)  # positions resample
+    gray = MaskedAutoencoder(**TINY | {"in_chans": 1})
+    loss, pred, mask = gray(torch.rand(2, 1, 32, 32))
+    assert pred.shape == (2, 16, 8 * 8) and gray.encoder.patch_embed.proj.in_channels == 1
 
 
 def _change_patch(model, images, sample, patch):

@@ -130,22 +130,20 @@ class MaskedAutoencoder(nn.Module):
         self.norm_pix_loss = norm_pix_loss
         self.encoder = VisionTransformer(
             img_size=img_size, patch_size=patch_size, in_chans=in_chans, num_classes=0, embed_dim=embed_dim,
-            depth=depth, num_heads=num_heads, mlp_ratio=mlp_ratio, qkv_bias=True, norm_eps=norm_eps,
-            pos_embed="sincos",
+            depth=depth, num_heads=num_heads, mlp_ratio=mlp_ratio, norm_eps=norm_eps, pos_embed="sincos",
         )
         grid = self.encoder.patch_embed.grid_size
         self.decoder_embed = nn.Linear(embed_dim, decoder_embed_dim)  # the encoder's width -> the decoder's
         self.mask_token = nn.Parameter(torch.zeros(1, 1, decoder_embed_dim))  # one learned vector per hidden patch
         self.decoder_pos_embed = nn.Parameter(mae_sincos_pos_embed_2d(decoder_embed_dim, grid), requires_grad=False)
         self.decoder_blocks = nn.ModuleList(
-            Block(decoder_embed_dim, decoder_num_heads, mlp_ratio=mlp_ratio, qkv_bias=True, norm_eps=norm_eps)
+            Block(decoder_embed_dim, decoder_num_heads, mlp_ratio=mlp_ratio, norm_eps=norm_eps)
             for _ in range(decoder_depth)
         )
         self.decoder_norm = nn.LayerNorm(decoder_embed_dim, eps=norm_eps)
         self.decoder_pred = nn.Linear(decoder_embed_dim, patch_size**2 * in_chans)  # a token -> its patch's pixels
         self.initialize_weights()
-        self._encoder_names = {name for name, _ in self.encoder.named_children()}
-        self._encoder_names |= {name for name, _ in self.encoder.named_parameters(recurse=False)}
+        self._encoder_names = {key.split(".")[0] for key in self.encoder.state_dict()}  # cls_token, blocks, ...
         self.register_state_dict_post_hook(_flatten_encoder_keys)
         self.register_load_state_dict_pre_hook(_nest_encoder_keys)
 
@@ -180,8 +178,8 @@ class MaskedAutoencoder(nn.Module):
 
     def _check_images(self, images: Tensor) -> None:
         check_images(images, self.patch_size)  # a 4-D batch; the channels are patch_embed's to check
-        if tuple(images.shape[-2:]) != self.img_size:
-            (h, w), (H, W) = self.img_size, images.shape[-2:]
+        (h, w), (_, _, H, W) = self.img_size, images.shape
+        if (H, W) != (h, w):
             raise ValueError(
                 f"this MaskedAutoencoder was built for {h}x{w} images (its fixed position tables cover a "
                 f"{h // self.patch_size}x{w // self.patch_size} patch grid), got {H}x{W}. Resize the images to "
@@ -206,7 +204,7 @@ class MaskedAutoencoder(nn.Module):
         x = x + encoder.pos_embed[:, 1:]  # positions *before* masking: a kept token still knows where it was
         x, mask, ids_restore = random_masking(x, mask_ratio, generator)  # (batch, kept, embed_dim)
         cls = encoder.cls_token + encoder.pos_embed[:, :1]  # (1, 1, embed_dim)
-        x = encoder.pos_drop(torch.cat([cls.expand(x.shape[0], -1, -1), x], dim=1))  # (batch, 1 + kept, embed_dim)
+        x = encoder.pos_drop(torch.cat([cls.expand(x.shape[0], 1, -1), x], dim=1))  # (batch, 1 + kept, embed_dim)
         for block in encoder.blocks:
             x, _ = block(x)
         return encoder.norm(x), mask, ids_restore
