@@ -37,7 +37,7 @@ _LAZY = {
 }
 _SUBMODULES = (
     "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "convit", "data", "deit", "digits",
-    "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders", "mimetic",
+    "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders", "mae", "mimetic",
     "models", "preprocess", "pretrained", "registry", "shift", "timm_configs", "train", "utils", "vit",
 )
 
