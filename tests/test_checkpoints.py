@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import pickle
+import shutil
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,23 +20,35 @@ from vitedu import train as T
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
-def test_checkpoint_roundtrip_gives_identical_predictions(tmp_path):
-    result = T.fit(replace(TINY, epochs=1), out=tmp_path, progress=False, log=quiet, device="cpu")
-    model, config = T.load_trained(tmp_path)
+@pytest.fixture(scope="module")
+def one_epoch_run(tmp_path_factory):
+    """One epoch of TINY and the folder it saved, made once for the tests that only read it (a test that damages
+    the folder works on a copy)."""
+    out = tmp_path_factory.mktemp("one_epoch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    result = T.fit(replace(TINY, epochs=1), out=out, progress=False, log=quiet, device="cpu")
+    torch.set_num_threads(threads)
+    return result, out
+
+
+def test_checkpoint_roundtrip_gives_identical_predictions(one_epoch_run):
+    result, out = one_epoch_run
+    model, config = T.load_trained(out)
     assert config == replace(TINY, epochs=1)
     images = torch.randn(16, 1, 8, 8)
     result.model.eval()
     with torch.no_grad():
         assert torch.equal(model(images), result.model(images))
-    state = json.loads((tmp_path / T.STATE_FILE).read_text())
+    state = json.loads((out / T.STATE_FILE).read_text())
     assert state["epoch"] == 1 and state["step"] == 10 and state["history"]["epoch"] == [1]
     # Optimizer moments are tensors in safetensors, not pickles.
-    flat = load_file(str(tmp_path / T.OPTIMIZER_FILE))
+    flat = load_file(str(out / T.OPTIMIZER_FILE))
     assert any(k.endswith("exp_avg_sq") for k in flat) and all(torch.is_tensor(v) for v in flat.values())
 
 
-def test_loading_never_unpickles(tmp_path, monkeypatch):
-    T.fit(replace(TINY, epochs=1), out=tmp_path, progress=False, log=quiet, device="cpu")
+def test_loading_never_unpickles(one_epoch_run, monkeypatch):
+    _, out = one_epoch_run
 
     def boom(*args, **kwargs):
         raise AssertionError("pickle was used to load a checkpoint")
@@ -42,7 +56,7 @@ def test_loading_never_unpickles(tmp_path, monkeypatch):
     monkeypatch.setattr(pickle, "load", boom)
     monkeypatch.setattr(pickle, "loads", boom)
     monkeypatch.setattr(pickle, "Unpickler", boom)
-    T.load_trained(tmp_path)
+    T.load_trained(out)
 
 
 def test_resume_matches_uninterrupted_run(tmp_path):
@@ -72,11 +86,11 @@ def test_teacher_distillation_run_resumes_with_the_same_teacher(tmp_path):
     assert not torch.equal(plain.model.head.weight, full.model.head.weight)
 
 
-def test_resume_restores_optimizer_state(tmp_path):
-    result = T.fit(replace(TINY, epochs=1), out=tmp_path, progress=False, log=quiet, device="cpu")
+def test_resume_restores_optimizer_state(one_epoch_run):
+    result, out = one_epoch_run
     model = create_model(TINY.model, **TINY.model_kwargs)
     optimizer = torch.optim.AdamW(T.param_groups(model, TINY.weight_decay), lr=TINY.lr)
-    T.load_checkpoint(tmp_path, model, optimizer)
+    T.load_checkpoint(out, model, optimizer)
     saved = result.optimizer.state_dict()
     loaded = optimizer.state_dict()
     assert loaded["param_groups"][0]["lr"] == saved["param_groups"][0]["lr"]
@@ -85,8 +99,8 @@ def test_resume_restores_optimizer_state(tmp_path):
             assert torch.equal(loaded["state"][index][key], value), (index, key)
 
 
-def test_torn_checkpoint_is_detected(tmp_path):
-    T.fit(replace(TINY, epochs=1), out=tmp_path, progress=False, log=quiet, device="cpu")
+def test_torn_checkpoint_is_detected(one_epoch_run, tmp_path):
+    tmp_path = Path(shutil.copytree(one_epoch_run[1], tmp_path / "run"))  # a copy: this test tears it
     state = json.loads((tmp_path / T.STATE_FILE).read_text())
     state["epoch"] = 2  # as if the JSON were written for a later epoch than the weights
     (tmp_path / T.STATE_FILE).write_text(json.dumps(state))
