@@ -73,12 +73,12 @@ def test_bf16_precision_autocasts_on_the_cpu_too():
     assert T.autocast_dtype(cpu, "bf16") is torch.bfloat16
     with pytest.raises(ValueError, match="choose from"):
         T.autocast_dtype(cpu, "fp16")
-    fp32 = T.fit(replace(TINY, epochs=1), progress=False, log=quiet, device="cpu", precision="fp32")
-    bf16 = T.fit(replace(TINY, epochs=1), progress=False, log=quiet, device="cpu", precision="bf16")
+    fp32 = T.fit(replace(SMALL, epochs=1), progress=False, log=quiet, device="cpu", precision="fp32")  # one step
+    bf16 = T.fit(replace(SMALL, epochs=1), progress=False, log=quiet, device="cpu", precision="bf16")
     assert all(p.dtype == torch.float32 for p in bf16.model.parameters())  # fp32 weights, bf16 products
     assert not torch.equal(fp32.model.head.weight, bf16.model.head.weight)  # the products were rounded
     assert torch.allclose(fp32.model.head.weight, bf16.model.head.weight, atol=0.05)
-    auto = T.fit(replace(TINY, epochs=1), progress=False, log=quiet, device="cpu")
+    auto = T.fit(replace(SMALL, epochs=1), progress=False, log=quiet, device="cpu")
     assert torch.equal(auto.model.head.weight, fp32.model.head.weight)
 
 
@@ -244,7 +244,7 @@ def test_gradients_are_clipped_to_grad_clip_before_each_step():
 
 def test_fit_logs_every_log_every_epochs_and_the_last():
     lines = []
-    result = T.fit(replace(TINY, epochs=3), device="cpu", progress=False, log=lines.append, log_every=2)
+    result = T.fit(replace(SMALL, epochs=3), device="cpu", progress=False, log=lines.append, log_every=2)
     assert [line.split()[1] for line in lines] == ["2/3", "3/3"]
     h = result.history
     assert h.epoch == [1, 2, 3] and h.lr[-1] == result.optimizer.param_groups[0]["lr"]
