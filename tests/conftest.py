@@ -37,6 +37,16 @@ def _seed() -> None:
 
 
 @pytest.fixture
+def one_thread():
+    """The tiny models of the training tests: one thread avoids the overhead of splitting them over cores
+    (``pytestmark = pytest.mark.usefixtures("one_thread")`` in test_train.py, test_checkpoints.py, ...)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def fused_calls(monkeypatch) -> list:
     """Counts the calls of PyTorch's fused attention kernel: one entry per call, made while the test runs."""
     calls = []

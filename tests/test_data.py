@@ -61,6 +61,17 @@ def test_stratified_split_rejects_bad_fractions():
         D.stratified_split(np.zeros(10), {"a": 0.5, "b": 0.6})
 
 
+def test_train_subset_is_drawn_with_the_run_seed_and_fraction_in_range():
+    train = D.load_digits()["train"]
+    subset = {seed: D.stratified_subset(train, 0.5, seed)[1] for seed in (0, 1)}
+    again = D.stratified_subset(train, 0.5, 0)[1]
+    assert torch.equal(subset[0], again) and not torch.equal(subset[0], subset[1])
+    assert D.stratified_subset(train, 1.0, 0)[0] is train[0]  # everything, not a copy
+    for bad in (1.5, -0.1):
+        with pytest.raises(ValueError, match="train_fraction"):
+            D.stratified_subset(train, bad, 0)
+
+
 # ------------------------------------------------------------------------------------------ augmentation
 def test_random_crop_is_a_shift_with_zero_fill():
     g = torch.Generator().manual_seed(0)

@@ -103,6 +103,7 @@ def test_every_training_command_uses_options_that_exist(train_help):
     assert not problems, f"options that `python -m vitedu.train --help` does not offer: {problems}"
 
 
+@pytest.mark.integration  # train_help runs `python -m vitedu.train --help` in a subprocess (4 to 14 s when measured)
 def test_training_option_check_catches_a_wrong_option_and_a_wrong_choice(train_help):
     assert _unknown_train_options("python -m vitedu.train --dataset digits --epochs 3", train_help) == []
     assert _unknown_train_options("python -m vitedu.train --datset digits", train_help) == ["--datset"]

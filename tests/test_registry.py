@@ -4,7 +4,7 @@ import pytest
 
 import vitedu
 from vitedu import registry
-from vitedu.models import MODEL_CONFIGS, VARIANT_CONFIGS, create_model, list_models
+from vitedu.models import MODEL_CONFIGS, VARIANT_CONFIGS, list_models
 from vitedu.pretrained import SHIPPED_WEIGHTS
 from vitedu.timm_configs import TIMM_ARCHITECTURES, TIMM_VARIANTS, constructor_defaults, timm_kwargs
 from vitedu.vit import VisionTransformer
@@ -35,25 +35,6 @@ def test_every_entry_names_only_arguments_its_class_takes(name):
         assert len(entry.mean) == len(entry.std) == channels
     if entry.pretrained == "timm":  # timm's checkpoints decide the normalisation, not the name
         assert entry.mean is None and timm_kwargs(name)["embed_dim"] > 0
-
-
-@pytest.mark.parametrize("name", ["vit_digits_patch4_8", "deit_digits_patch2_8", "cait_cluttered_digits",
-                                  "convit_digits_patch2_8", "vit_cifar_patch4_32"])
-def test_create_model_builds_the_entry_with_overrides_on_top(name):
-    entry = registry.MODELS[name]
-    model = create_model(name, num_classes=3)
-    assert type(model) is entry.model_class and model.num_classes == 3
-    assert registry.model_kwargs(name, {"num_classes": 3}) == {**entry.kwargs, "num_classes": 3}
-    assert model.pretrained_cfg["label_names"] is None  # ten digit names do not fit three classes
-
-
-def test_unknown_names_are_refused_with_the_list():
-    with pytest.raises(ValueError, match="unknown model 'vit_nonexistent'.*vit_cluttered_digits"):
-        create_model("vit_nonexistent")
-    with pytest.raises(ValueError, match="unknown model"):
-        registry.get_entry(None)
-    with pytest.raises(ValueError, match="no trained weights are shipped.*vit_cluttered_digits"):
-        create_model("vit_digits_patch4_8", pretrained=True)
 
 
 @pytest.mark.integration

@@ -65,6 +65,7 @@ def test_the_stored_on_grid_vit_reads_the_digit_on_the_grid_only():
     spec.loader.exec_module(bench)
     models, config = bench.seed_pack(bench.VIT_GRID, bench.vit)
     assert len(models) == 3 and config.get("position_step", 4) == 4
-    acc = offset_accuracy(models[0], patch_size=4, split="val", num_images=200, seed=1)
+    # 100 canvases per offset (1,600 in all, 2 s on one thread; 200 took 5 s): 95 % on the grid, 37 % at most off it
+    acc = offset_accuracy(models[0], patch_size=4, split="val", num_images=100, seed=1)
     assert acc[0, 0] > 0.9  # on the grid, as trained
     assert acc.flatten()[1:].max() < 0.6  # every other sub-patch shift loses most of it

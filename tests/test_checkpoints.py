@@ -1,0 +1,163 @@
+"""vitedu.checkpoints as training uses it: save_checkpoint / load_checkpoint / load_trained round trips, files
+that are never unpickled, torn checkpoints, and a resumed run that matches an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from train_recipes import SMALL, TINY, quiet
+
+from vitedu import create_model
+from vitedu import train as T
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def one_epoch_run(tmp_path_factory):
+    """One epoch of TINY and the folder it saved, made once for the tests that only read it (a test that damages
+    the folder works on a copy)."""
+    out = tmp_path_factory.mktemp("one_epoch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    result = T.fit(replace(TINY, epochs=1), out=out, progress=False, log=quiet, device="cpu")
+    torch.set_num_threads(threads)
+    return result, out
+
+
+def test_checkpoint_roundtrip_gives_identical_predictions(one_epoch_run):
+    result, out = one_epoch_run
+    model, config = T.load_trained(out)
+    assert config == replace(TINY, epochs=1)
+    images = torch.randn(16, 1, 8, 8)
+    result.model.eval()
+    with torch.no_grad():
+        assert torch.equal(model(images), result.model(images))
+    state = json.loads((out / T.STATE_FILE).read_text())
+    assert state["epoch"] == 1 and state["step"] == 10 and state["history"]["epoch"] == [1]
+    # Optimizer moments are tensors in safetensors, not pickles.
+    flat = load_file(str(out / T.OPTIMIZER_FILE))
+    assert any(k.endswith("exp_avg_sq") for k in flat) and all(torch.is_tensor(v) for v in flat.values())
+
+
+def test_loading_never_unpickles(one_epoch_run, monkeypatch):
+    _, out = one_epoch_run
+
+    def boom(*args, **kwargs):
+        raise AssertionError("pickle was used to load a checkpoint")
+
+    monkeypatch.setattr(pickle, "load", boom)
+    monkeypatch.setattr(pickle, "loads", boom)
+    monkeypatch.setattr(pickle, "Unpickler", boom)
+    T.load_trained(out)
+
+
+def test_resume_matches_uninterrupted_run(tmp_path):
+    full = T.fit(TINY, out=tmp_path / "full", progress=False, log=quiet, device="cpu")
+    T.fit(TINY, out=tmp_path / "split", stop_after=1, progress=False, log=quiet, device="cpu")
+    half = json.loads((tmp_path / "split" / T.STATE_FILE).read_text())
+    assert half["epoch"] == 1
+    resumed = T.fit(TINY, out=tmp_path / "split", resume=True, progress=False, log=quiet, device="cpu")
+    assert resumed.history.epoch == [1, 2] and resumed.history.lr == full.history.lr
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert resumed.test_acc == full.test_acc
+
+
+@pytest.mark.integration
+def test_teacher_distillation_run_resumes_with_the_same_teacher(tmp_path):
+    config = replace(TINY, teacher_epochs=1, distill_alpha=0.5)
+    full = T.fit(config, out=tmp_path / "full", progress=False, log=quiet, device="cpu")
+    assert isinstance(full.teacher, T.ConvTeacher) and (tmp_path / "full" / T.TEACHER_FILE).exists()
+    T.fit(config, out=tmp_path / "split", stop_after=1, progress=False, log=quiet, device="cpu")
+    resumed = T.fit(config, out=tmp_path / "split", resume=True, progress=False, log=quiet, device="cpu")
+    for a, b in zip(full.teacher.state_dict().values(), resumed.teacher.state_dict().values()):
+        assert torch.equal(a, b)
+    for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b)
+    plain = T.fit(TINY, progress=False, log=quiet, device="cpu")  # the teacher changes the student
+    assert not torch.equal(plain.model.head.weight, full.model.head.weight)
+
+
+def test_resume_restores_optimizer_state(one_epoch_run):
+    result, out = one_epoch_run
+    model = create_model(TINY.model, **TINY.model_kwargs)
+    optimizer = torch.optim.AdamW(T.param_groups(model, TINY.weight_decay), lr=TINY.lr)
+    T.load_checkpoint(out, model, optimizer)
+    saved = result.optimizer.state_dict()
+    loaded = optimizer.state_dict()
+    assert loaded["param_groups"][0]["lr"] == saved["param_groups"][0]["lr"]
+    for index, state in saved["state"].items():
+        for key, value in state.items():
+            assert torch.equal(loaded["state"][index][key], value), (index, key)
+
+
+def test_torn_checkpoint_is_detected(one_epoch_run, tmp_path):
+    tmp_path = Path(shutil.copytree(one_epoch_run[1], tmp_path / "run"))  # a copy: this test tears it
+    state = json.loads((tmp_path / T.STATE_FILE).read_text())
+    state["epoch"] = 2  # as if the JSON were written for a later epoch than the weights
+    (tmp_path / T.STATE_FILE).write_text(json.dumps(state))
+    with pytest.raises(ValueError, match="interrupted while saving"):
+        T.load_trained(tmp_path)
+
+
+def test_resume_carries_on_with_the_saved_config_and_a_new_run_starts_afresh(tmp_path):
+    """resume=True continues the run in ``out`` with its saved config, whatever config is passed; without resume=True
+    an existing checkpoint is overwritten by a fresh run. By default every epoch is logged."""
+    config = replace(SMALL, epochs=3)
+    T.fit(config, out=tmp_path, stop_after=1, device="cpu", log=quiet)
+    lines = []
+    resumed = T.fit(replace(config, lr=0.5, epochs=7), out=tmp_path, resume=True, device="cpu", log=lines.append)
+    assert resumed.config == config and resumed.history.epoch == [1, 2, 3]
+    assert lines[0].startswith(f"resuming {tmp_path} after epoch 1 of 3") and len(lines) == 3  # epochs 2 and 3
+    lines = []
+    fresh = T.fit(replace(config, epochs=2), out=tmp_path, device="cpu", log=lines.append)
+    assert [line.split()[:2] for line in lines] == [["epoch", "1/2"], ["epoch", "2/2"]]
+    assert fresh.history.epoch == [1, 2]
+    assert json.loads((tmp_path / T.STATE_FILE).read_text())["config"]["epochs"] == 2
+
+
+def test_checkpoints_stamp_every_file_and_keep_no_loss_scale_without_float16(tmp_path):
+    """Each tensor file carries the epoch and step it belongs to; the gradient scaler only runs for float16 (CUDA),
+    so a CPU run saves it empty. The folder is created, parents included."""
+    from safetensors import safe_open
+
+    out = tmp_path / "runs" / "small"
+    T.fit(replace(SMALL, epochs=1), out=out, device="cpu", log=quiet)
+    for name in (T.MODEL_FILE, T.OPTIMIZER_FILE):
+        with safe_open(str(out / name), framework="pt") as f:
+            assert f.metadata() == {"epoch": "1", "step": "1"}
+    assert json.loads((out / T.STATE_FILE).read_text())["scaler"] == {}
+
+
+def test_load_checkpoint_restores_a_loss_scale_and_checks_only_the_files_it_reads(tmp_path):
+    """A float16 run's scaler state comes back (here a CPU GradScaler stands in for a CUDA one); the stamps of the
+    optimizer file are checked when the optimizer is restored, and a folder without it still gives its model."""
+    from safetensors.torch import save_file
+
+    model = create_model(TINY.model, **TINY.model_kwargs)
+    optimizer = torch.optim.AdamW(T.param_groups(model, 0.05), lr=1e-3)
+    model(torch.randn(2, 1, 8, 8)).sum().backward()
+    optimizer.step()
+    scaler = torch.amp.GradScaler("cpu", enabled=True, init_scale=1024.0)
+    T.save_checkpoint(tmp_path, model, optimizer, scaler, TINY, T.History(), epoch=3, step=30)
+    fresh = torch.amp.GradScaler("cpu", enabled=True)
+    assert fresh.get_scale() != 1024.0
+    T.load_checkpoint(tmp_path, model, optimizer, fresh)
+    assert fresh.get_scale() == 1024.0
+    T.load_checkpoint(tmp_path, model)  # no optimizer, no scaler: the model alone
+
+    flat = load_file(str(tmp_path / T.OPTIMIZER_FILE))
+    save_file(flat, str(tmp_path / T.OPTIMIZER_FILE), metadata={"epoch": "2", "step": "20"})  # torn: older
+    with pytest.raises(ValueError, match="interrupted while saving"):
+        T.load_checkpoint(tmp_path, model, optimizer)
+    T.load_checkpoint(tmp_path, model)  # the weights themselves are whole
+    (tmp_path / T.OPTIMIZER_FILE).unlink()  # e.g. a folder shipped without the optimizer state
+    T.load_trained(tmp_path)
