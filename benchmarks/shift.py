@@ -1,7 +1,7 @@
 """The shift experiment of chapter 8: accuracy against the digit's offset from the patch grid, three seeds a model.
 
     python benchmarks/shift.py                 # score every stored model, write benchmarks/results/shift.json
-    python benchmarks/shift.py --train-cnn     # first train the three on-grid CNNs (about 5 CPU-minutes each)
+    python benchmarks/shift.py --train-cnn     # first train the three on-grid CNNs (about 2 CPU-minutes each)
 
 The models, each as three seeds:
 - "ViT, trained on the grid": the earlier recipe, trained with the digit's cell on the 4-pixel patch grid
@@ -63,6 +63,16 @@ def cnn(config: dict) -> torch.nn.Module:
     return ConvTeacher(1, 10)
 
 
+def summarise(accs: list[torch.Tensor]) -> dict[str, tuple[float, float]]:
+    """Mean and std over seeds of the on-grid accuracy (offset (0, 0)), and of the worst and the mean of the
+    15 off-grid offsets. accs: one (P, P) accuracy table per seed."""
+    off_grid = [a.flatten()[1:] for a in accs]  # (P*P - 1,) each: every offset but (0, 0)
+    stats = {"on_grid": torch.stack([a[0, 0] for a in accs]),
+             "worst_off_grid": torch.stack([o.min() for o in off_grid]),
+             "mean_off_grid": torch.stack([o.mean() for o in off_grid])}
+    return {k: (round(v.mean().item(), 4), round(v.std().item(), 4) if len(v) > 1 else 0.0) for k, v in stats.items()}
+
+
 def train_cnns() -> None:
     """Three on-grid CNNs, the preset's teacher recipe (epochs, learning rate, batches), seeds 0, 1, 2."""
     packed = {}
@@ -90,16 +100,19 @@ def main() -> None:
     results = {"canvas_seed": args.canvas_seed, "num_images": args.num_images, "split": "test", "models": {}}
     for name, (path, build) in packs.items():
         if not path.exists():
-            print(f"{name}: {path.relative_to(ROOT)} not found, skipped")
+            print(f"{name}: {path.relative_to(ROOT)} not found (not trained yet), skipped")
             continue
         models, config = seed_pack(path, build)
         if name == "ViT, trained anywhere" and config.get("position_step", 4) != 1:
             print(f"{name}: {path.relative_to(ROOT)} was trained with the digit on the grid, skipped")
             continue
-        accs = [offset_accuracy(m, 4, "test", args.num_images, args.canvas_seed).tolist() for m in models]
-        results["models"][name] = {"per_seed": accs, "position_step": config.get("position_step", 4)}
-        worst = [min(min(row) for row in acc) for acc in accs]
-        print(f"{name}: worst offset per seed {[round(w, 3) for w in worst]}")
+        accs = [offset_accuracy(m, 4, "test", args.num_images, args.canvas_seed) for m in models]
+        summary = summarise(accs)
+        results["models"][name] = {"per_seed": [a.tolist() for a in accs], "summary": summary,
+                                   "position_step": config.get("position_step", 4)}
+        worst = [a.min().item() for a in accs]
+        print(f"{name}: worst offset per seed {[round(w, 3) for w in worst]}; "
+              + ", ".join(f"{k.replace('_', ' ')} {m:.3f} ± {s:.3f}" for k, (m, s) in summary.items()))
     Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
 
 
