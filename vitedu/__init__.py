@@ -38,7 +38,7 @@ _LAZY = {
 _SUBMODULES = (
     "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "convit", "data", "deit", "digits",
     "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders", "mae", "mimetic",
-    "models", "preprocess", "pretrained", "registry", "shift", "timm_configs", "train", "utils", "vit",
+    "models", "preprocess", "pretrained", "probes", "registry", "shift", "timm_configs", "train", "utils", "vit",
 )
 
 

@@ -10,6 +10,9 @@ the ViT paper (Dosovitskiy et al., 2021) are :func:`patch_embed_components` (lef
 ``num_prefix_tokens`` extra tokens ([CLS]), then the patches row by row, so patch i sits at
 (i // grid_w, i % grid_w).
 
+Probes that can come out either way (high-norm tokens, rows versus columns at matched distances, position
+similarity on a shared colour scale, similarity against distance) are in :mod:`vitedu.probes`.
+
 A caution that applies to every function here: they *describe* what the weights do, they do not prove
 why the model decides. A map on random weights is a map too; compare with an untrained model.
 """
