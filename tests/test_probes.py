@@ -6,6 +6,7 @@ import torch
 
 from vitedu import VisionTransformer, sincos_pos_embed_2d
 from vitedu.probes import (
+    attention_row_column,
     block_outputs,
     high_norm_tokens,
     position_distance_correlation,
@@ -149,7 +150,27 @@ def test_attention_along_rows_is_detected():
     assert (result["row_mean"] == 1 / grid).all() and (result["column_mean"] == 0).all()
 
 
+def test_attention_row_column_on_model_maps():
+    # A real model's maps: shapes (depth, heads, D), and the [CLS] token dropped and rows renormalised, so a
+    # query that looks only along its row (planted below, with weight on [CLS] too) gives column means of 0.
+    model, images = _vit(), _images(2)
+    maps = model.attention_maps(images)  # (depth, batch, heads, 65, 65)
+    result = attention_row_column(maps, 8)
+    assert result["row_mean"].shape == (4, 4, 7) and result["row_count"].tolist() == [8 * (8 - d) for d in range(1, 8)]
+    row_of = torch.arange(64) // 8
+    planted = torch.zeros(1, 1, 1, 65, 65)
+    planted[..., 1:, 1:] = (row_of[:, None] == row_of[None, :]).float() / 16  # half of each query on its row
+    planted[..., 1:, 0] = 0.5  # and half on [CLS]
+    planted = attention_row_column(planted, 8)
+    torch.testing.assert_close(planted["row_mean"][0, 0], torch.full((7,), 1 / 8, dtype=torch.float64))
+    assert (planted["column_mean"] == 0).all()
+
+
 def test_row_column_errors_teach():
+    with pytest.raises(ValueError, match="unsqueeze"):
+        attention_row_column(torch.zeros(1, 1, 65, 65), 8)
+    with pytest.raises(ValueError, match="has 65"):
+        attention_row_column(torch.zeros(1, 1, 1, 64, 64), 8)
     with pytest.raises(ValueError, match=r"Drop the prefix tokens"):
         row_column_similarity(torch.zeros(65, 65), 8)
     with pytest.raises(ValueError, match="needs 65"):

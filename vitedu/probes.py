@@ -6,8 +6,9 @@ means something:
 
 - :func:`token_norms` and :func:`high_norm_tokens`: the few tokens whose norm explodes in the middle and late
   blocks of large ViTs, Darcet et al. (2024), "Vision Transformers Need Registers".
-- :func:`row_column_similarity`: is a matrix over patch pairs (cosine similarity of position embeddings, or
-  attention) larger for pairs in the same row than for pairs in the same column *at the same distance*?
+- :func:`row_column_similarity` (and :func:`position_row_column`, :func:`attention_row_column`): is a matrix
+  over patch pairs (cosine similarity of position embeddings, or attention) larger for pairs in the same row
+  than for pairs in the same column *at the same distance*?
 - :func:`position_similarity` and :func:`shared_limits`: the similarity mosaic of Figure 7 (centre) of the
   ViT paper, with one colour scale for several models, taken from the data.
 - :func:`position_distance_correlation`: how strongly position-embedding similarity falls with grid distance.
@@ -210,11 +211,43 @@ def position_row_column(
 
     2-D sin-cos embeddings (:func:`vitedu.patching.sincos_pos_embed_2d`) give the row and the column the same
     number of channels and frequencies, so both means are equal at every d: a trained model's difference is
-    its own. For attention, pass ``maps[..., k:, k:].mean(dim=(1, 2))`` (k prefix tokens; the mean over images
-    and heads) to :func:`row_column_similarity` directly.
+    its own. For attention maps use :func:`attention_row_column`.
     """
     pos, grid = _positions(pos_embed, grid_size, num_prefix_tokens)
     return row_column_similarity(_cosine(pos), grid)
+
+
+def attention_row_column(
+    maps: Tensor, grid_size: int | tuple[int, int], num_prefix_tokens: int = 1
+) -> dict[str, Tensor]:
+    """:func:`row_column_similarity` of attention: does a head look along rows more than along columns?
+
+    maps (depth, batch, heads, tokens, tokens), as returned by ``model.attention_maps(images)`` -> the dict of
+    :func:`row_column_similarity` with row_mean and column_mean of shape (depth, heads, D).
+
+    The prefix tokens ([CLS]) are dropped as queries and as keys, and each query's weights on the patches are
+    renormalised to sum to 1 (as in :func:`vitedu.interpret.mean_attention_distance`), then averaged over the
+    images. A row_mean above column_mean at the same d means the head gives more weight to a patch d steps
+    along its row than to one d steps along its column. Uniform attention gives equal means at every d.
+    """
+    if not isinstance(maps, Tensor) or maps.dim() != 5 or maps.shape[-1] != maps.shape[-2]:
+        got = tuple(maps.shape) if isinstance(maps, Tensor) else type(maps).__name__
+        one_layer = isinstance(maps, Tensor) and maps.dim() == 4
+        hint = " Stack one layer into a depth axis with maps.unsqueeze(0)." if one_layer else ""
+        raise ValueError(
+            f"expected attention maps of shape (depth, batch, heads, tokens, tokens), as returned by "
+            f"model.attention_maps, got {got}.{hint}"
+        )
+    grid_h, grid_w = pair(grid_size)
+    if maps.shape[-1] != num_prefix_tokens + grid_h * grid_w:
+        raise ValueError(
+            f"the maps have {maps.shape[-1]} tokens, but a {grid_h}x{grid_w} grid with {num_prefix_tokens} prefix "
+            f"token(s) has {num_prefix_tokens + grid_h * grid_w}. Pass the model's patch_embed.grid_size and "
+            f"num_prefix_tokens (1 with a [CLS] token, 0 with mean pooling)."
+        )
+    patches = maps[..., num_prefix_tokens:, num_prefix_tokens:].double()  # (depth, batch, heads, patches, patches)
+    patches = patches / patches.sum(dim=-1, keepdim=True).clamp_min(1e-300)
+    return row_column_similarity(patches.mean(dim=1), (grid_h, grid_w))  # mean over images: (depth, heads, P, P)
 
 
 # --- 3. the similarity mosaic on one colour scale ---------------------------------------------------------------
@@ -323,6 +356,6 @@ def position_distance_correlation(
 
 
 __all__ = [
-    "block_outputs", "high_norm_tokens", "position_distance_correlation", "position_row_column",
+    "attention_row_column", "block_outputs", "high_norm_tokens", "position_distance_correlation", "position_row_column",
     "position_similarity", "row_column_similarity", "shared_limits", "token_norms",
 ]
