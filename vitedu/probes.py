@@ -153,7 +153,8 @@ def row_column_similarity(pair_values: Tensor, grid_size: int | tuple[int, int])
     """Compare patch pairs in the same row with pairs in the same column, distance by distance.
 
     pair_values (..., patches, patches), e.g. a cosine similarity of position embeddings or an attention map
-    with the prefix tokens removed -> dict of
+    with the prefix tokens removed -> a dict of
+
       distance      (D,)     d = 1 .. min(grid_h, grid_w) - 1, in patches
       row_mean      (..., D) mean over the pairs (r, c), (r, c + d): same row, d apart
       column_mean   (..., D) mean over the pairs (r, c), (r + d, c): same column, d apart
@@ -329,7 +330,8 @@ def position_distance_correlation(
 ) -> dict[str, float]:
     """How strongly the similarity of two position embeddings falls with the distance between their patches.
 
-    model, or pos_embed (1, tokens, dim) / (tokens, dim) with its grid_size -> dict of floats:
+    model, or pos_embed (1, tokens, dim) / (tokens, dim) with its grid_size -> a dict of floats
+
       pearson   the correlation between cosine similarity and Euclidean grid distance (in patches)
       spearman  the same on ranks (ties averaged): any monotone fall scores -1, not only a straight line
       pairs     the number of pairs used: every unordered pair of distinct patches, P (P - 1) / 2
