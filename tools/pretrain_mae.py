@@ -267,6 +267,8 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--base-lr", type=float, default=MAEConfig.base_lr)
     p.add_argument("--warmup-epochs", type=float, default=MAEConfig.warmup_epochs)
     p.add_argument("--mask-ratio", type=float, default=MAEConfig.mask_ratio)
+    p.add_argument("--pixel-loss", action="store_true", help="raw (normalised-canvas) pixels as the target, not "
+                   "each patch normalised by its own mean and std (norm_pix_loss, the default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop-after", type=int, help="stop after this epoch, as if interrupted")
     p.add_argument("--device", default="cpu", help="cpu, or cuda where there is a GPU (e.g. on Colab)")
@@ -297,7 +299,8 @@ def main(argv: Optional[list[str]] = None) -> None:
                 "history": asdict(history), "probe": rows, "threads": args.threads, "device": args.device}, indent=1))
         return
     config = MAEConfig(epochs=args.epochs, batch_size=args.batch_size, base_lr=args.base_lr,
-                       warmup_epochs=args.warmup_epochs, mask_ratio=args.mask_ratio, seed=args.seed)
+                       warmup_epochs=args.warmup_epochs, mask_ratio=args.mask_ratio, seed=args.seed,
+                       norm_pix_loss=not args.pixel_loss)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "log.txt", "a") as log_file:
         def log(line: str) -> None:
