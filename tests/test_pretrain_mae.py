@@ -119,3 +119,12 @@ def test_the_probe_chooses_on_val_and_reads_test_once():
 def test_features_refuse_an_unknown_pooling():
     with pytest.raises(ValueError, match="pool must be one of"):
         mae_tool.features(PixelEncoder(), torch.zeros(2, 1, 32, 32), "max")
+
+
+def test_the_probe_refuses_a_folder_without_a_run(tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        with pytest.raises(SystemExit, match="pre-train first"):
+            mae_tool.main(["--out", str(tmp_path), "--probe", "10"])
+    finally:
+        torch.set_num_threads(threads)  # main sets the thread count for its run

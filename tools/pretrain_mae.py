@@ -281,6 +281,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     if args.probe:
+        if not (out / STATE_FILE).exists():
+            raise SystemExit(f"--probe reads the pre-training run in {out}, but {out / STATE_FILE} does not exist: "
+                             f"pre-train first (python tools/pretrain_mae.py --out {out}), or point --out at a run")
         trained, history, steps = pretrain(MAEConfig(), out, args.device, stop_after=0, log=lambda _: None)
         state = json.loads((out / STATE_FILE).read_text())
         config = MAEConfig(**{**state["config"], "betas": tuple(state["config"]["betas"])})
