@@ -34,6 +34,7 @@ help:
 	@echo "make bench        vitedu vs timm vs transformers, attention time and memory, bf16 / torch.compile"
 	@echo "make constraints  freeze the environment into constraints.new, to review against constraints.txt"
 	@echo "make weights      retrain the weights shipped in vitedu/assets (about 15 minutes on one CPU thread)"
+	@echo "make mae          pre-train the MAE encoder on unlabelled canvases (hours on one CPU thread; resumes)"
 	@echo "make mutation     mutation testing of the package (slow, not part of make test): score per module"
 	@echo "make check-newest a fresh env from requirements.txt at the newest versions, then nbval (downloads torch)"
 	@echo "make clean        remove _build and .pytest_cache"
@@ -96,6 +97,17 @@ clean:
 weights: venv
 	$(BIN)/python -m vitedu.train --dataset cluttered_digits --threads 1 \
 		--save-weights vitedu/assets/vit_cluttered_digits.safetensors
+
+# MAE pre-training on unlabelled cluttered canvases (issue 29; tools/pretrain_mae.py): checkpoints every epoch into
+# runs/mae (git-ignored), so `make mae` again resumes an interrupted run; the encoder ends in
+# runs/mae/encoder.safetensors. Hours on one CPU thread (see benchmarks/README.md, "MAE pre-training: a pilot");
+# MAE_ARGS="--device cuda" on a GPU. `make mae-probe` then compares its linear probe with a random encoder's.
+MAE_ARGS ?=
+.PHONY: mae mae-probe
+mae: venv
+	$(BIN)/python tools/pretrain_mae.py --out runs/mae --threads 1 $(MAE_ARGS)
+mae-probe: venv
+	$(BIN)/python tools/pretrain_mae.py --out runs/mae --probe 1000 --seeds 0 1 2 --json runs/mae/probe.json
 
 # Mutation testing (issue 16): mutmut plants one bug at a time in vitedu and runs the unit tests that reach it;
 # tools/mutation_report.py prints the score per module and the mutants no test noticed. Too slow for `make test`.

@@ -16,6 +16,10 @@ def load_tool(name: str) -> ModuleType:
     if key not in sys.modules:
         spec = importlib.util.spec_from_file_location(key, TOOLS / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[key] = module
+        sys.modules[key] = module  # before running it: a dataclass in the tool looks its module up there
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[key]
+            raise
     return sys.modules[key]

@@ -1,0 +1,130 @@
+"""tools/pretrain_mae.py: MAE pre-training learns, resumes exactly, never reads a label; the probe chooses on val."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from tools_loader import load_tool
+from torch import nn
+
+import vitedu
+from vitedu.patching import patchify
+
+mae_tool = load_tool("pretrain_mae")
+
+TINY = dict(epochs=2, batch_size=32, canvases_per_epoch=64, base_lr=0.08, warmup_epochs=0.5,
+            encoder=dict(embed_dim=16, depth=1, num_heads=2, mlp_ratio=2.0),
+            decoder=dict(decoder_embed_dim=8, decoder_depth=1, decoder_num_heads=2))
+
+
+@pytest.fixture(scope="module")
+def val_images():
+    return mae_tool.unlabelled_canvases("val", 32, seed=5)
+
+
+def test_training_steps_reduce_the_reconstruction_loss(val_images):
+    config = mae_tool.MAEConfig(**TINY)
+    before = mae_tool.reconstruction_loss(mae_tool.build_mae(config), val_images, config.mask_ratio)
+    model, history, step = mae_tool.pretrain(config, val_images=val_images, log=lambda _: None)
+    assert step == 2 * 2  # 64 canvases in batches of 32, two epochs
+    assert history.val_loss[-1] == mae_tool.reconstruction_loss(model, val_images, config.mask_ratio)
+    assert history.val_loss[-1] < 0.9 * before
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, val_images):
+    config = mae_tool.MAEConfig(**TINY)
+    quiet = dict(val_images=val_images, log=lambda _: None)
+    whole, whole_history, whole_steps = mae_tool.pretrain(config, **quiet)
+    _, _, steps = mae_tool.pretrain(config, out=tmp_path, stop_after=1, **quiet)
+    assert steps == 2 and json.loads((tmp_path / "train_state.json").read_text())["epoch"] == 1
+    lines = []
+    other = mae_tool.MAEConfig(**{**TINY, "base_lr": 1.0})  # ignored: a resumed run keeps the saved config
+    resumed, history, steps = mae_tool.pretrain(other, out=tmp_path, val_images=val_images, log=lines.append)
+    assert lines[0].startswith("resuming") and steps == whole_steps == 4
+    assert history.epoch == [1, 2] and history.train_loss == whole_history.train_loss
+    for (name, a), (_, b) in zip(whole.state_dict().items(), resumed.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+
+    mae_tool.save_encoder(tmp_path / "encoder.safetensors", resumed, config, history)
+    with safe_open(str(tmp_path / "encoder.safetensors"), "pt") as f:
+        meta = f.metadata()
+    encoder = vitedu.create_model(meta["model"], **json.loads(meta["model_kwargs"]))
+    encoder.load_state_dict(load_file(str(tmp_path / "encoder.safetensors")))  # strict: every key, every shape
+    images = val_images[:4]
+    assert torch.equal(encoder.eval().forward_features(images), resumed.encoder.eval().forward_features(images))
+    assert meta["epochs_done"] == "2" and json.loads(meta["config"])["base_lr"] == TINY["base_lr"]
+
+
+class NoLabels:
+    """Stands in for the digits' labels: any use of them fails the test."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"pre-training read the labels ({name})")
+
+    def __len__(self):
+        raise AssertionError("pre-training read the labels (len)")
+
+    def __getitem__(self, index):
+        raise AssertionError("pre-training read the labels (indexing)")
+
+
+def test_pretraining_never_reads_a_label(monkeypatch):
+    digits = vitedu.digits.load_digits()
+    monkeypatch.setattr(mae_tool, "load_digits", lambda: {k: (x, NoLabels()) for k, (x, _) in digits.items()})
+    config = mae_tool.MAEConfig(**{**TINY, "epochs": 1})
+    _, history, _ = mae_tool.pretrain(config, log=lambda _: None)  # its own val canvases too
+    assert len(history.val_loss) == 1
+
+
+class PixelEncoder(nn.Module):
+    """A stub encoder: [CLS] is all zeros (no information), the patch tokens are the patches' pixels."""
+
+    def __init__(self):
+        super().__init__()
+        self.dummy = nn.Parameter(torch.zeros(1))
+        self.calls = []
+
+    def forward_features(self, images):
+        self.calls.append(images.data_ptr())
+        patches = patchify(images, 4)  # (batch, 64, 16)
+        return torch.cat([torch.zeros(len(images), 1, 16), patches], dim=1)  # (batch, 65, 16)
+
+
+def synthetic(n, generator):
+    """Canvases that tile one 4x4 pattern per class: the mean patch token tells the class, [CLS] cannot."""
+    tiles = torch.randn(10, 1, 4, 4, generator=torch.Generator().manual_seed(0))
+    labels = torch.randint(0, 10, (n,), generator=generator)
+    images = tiles[labels].repeat(1, 1, 8, 8) + 0.5 * torch.randn(n, 1, 32, 32, generator=generator)
+    return images, labels
+
+
+def test_the_probe_chooses_on_val_and_reads_test_once():
+    g = torch.Generator().manual_seed(1)
+    data = {"train": synthetic(200, g), "val": synthetic(100, g), "test": synthetic(100, g)}
+    encoder = PixelEncoder()
+    result = mae_tool.linear_probe(encoder, 200, seed=0, data=data)
+    assert result["pool"] == "mean"  # [CLS] carries nothing here; the choice saw it on val
+    assert max(v for k, v in result["val_grid"].items() if k.startswith("cls/")) <= 0.25
+    assert result["val_acc"] == max(result["val_grid"].values()) > 0.9
+    assert result["val_grid"][f"mean/{result['weight_decay']:g}"] == result["val_acc"]
+    test_ptr = data["test"][0].data_ptr()
+    assert encoder.calls.count(test_ptr) == 1 and encoder.calls[-1] == test_ptr  # test once, after every choice
+    assert result["test_acc"] > 0.9
+
+
+def test_features_refuse_an_unknown_pooling():
+    with pytest.raises(ValueError, match="pool must be one of"):
+        mae_tool.features(PixelEncoder(), torch.zeros(2, 1, 32, 32), "max")
+
+
+def test_the_probe_refuses_a_folder_without_a_run(tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        with pytest.raises(SystemExit, match="pre-train first"):
+            mae_tool.main(["--out", str(tmp_path), "--probe", "10"])
+    finally:
+        torch.set_num_threads(threads)  # main sets the thread count for its run

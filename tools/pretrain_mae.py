@@ -1,0 +1,319 @@
+"""MAE pre-training on unlabelled cluttered canvases, and the linear probe that measures what it learned (issue 29).
+
+    python tools/pretrain_mae.py --out runs/mae --epochs 400                  # pre-train (resumes if stopped)
+    python tools/pretrain_mae.py --out runs/mae --epochs 400 --device cuda    # the same on a GPU (Colab)
+    python tools/pretrain_mae.py --out runs/mae --probe 1000 --seeds 0 1 2    # probe runs/mae vs a random encoder
+
+Pre-training (He et al., 2022, scaled down): a ``vitedu.mae.MaskedAutoencoder`` whose encoder has the size of
+``vit_cluttered_digits`` (embed_dim 64, depth 4, 4 heads, mlp_ratio 2, 4x4 patches of a 32x32x1 canvas) and a
+lighter decoder (width 48, one block), on *fresh* canvases every epoch, the digit at any pixel
+(``position_step=1``). The canvases are made from the training digits' images alone: the labels are never loaded
+(``make_cluttered`` is handed placeholder labels, and its labels output is dropped). The recipe is the paper's:
+AdamW with betas (0.9, 0.95), weight decay 0.05, lr = base_lr * batch / 256 with base_lr 1.5e-4, linear warm-up
+then a half cosine to 0, 75 % of the patches hidden, per-patch normalised pixel targets (``norm_pix_loss``).
+Every epoch is checkpointed into ``--out`` (``vitedu.checkpoints.save_checkpoint``: safetensors + JSON); a run
+started again with the same ``--out`` resumes after its last complete epoch, with the batches and masks an
+uninterrupted run would have drawn. At the end the encoder alone goes to ``<out>/encoder.safetensors``, its
+config in the metadata (``create_model(metadata["model"], **json.loads(metadata["model_kwargs"]))`` rebuilds it).
+
+The probe (``linear_probe``): frozen encoder features of n labelled *training* canvases, [CLS] or the mean of the
+patch tokens (both after the encoder's final norm), standardised, into a logistic regression (full-batch L-BFGS);
+the pooling and the L2 penalty are chosen on the 2,000 val canvases, and only the chosen probe reads the test
+canvases, once. The baseline is the same probe on the randomly initialised encoder the MAE starts from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from vitedu.checkpoints import STATE_FILE, load_checkpoint, save_checkpoint, save_state_dict
+from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits, make_cluttered
+from vitedu.digits import DIGITS_MAX, load_digits
+from vitedu.mae import MaskedAutoencoder
+from vitedu.train import lr_at, param_groups
+
+ENCODER_FILE = "encoder.safetensors"
+POOLS = ("cls", "mean")  # the probe's two feature choices
+PROBE_WEIGHT_DECAYS = (0.0, 1e-4, 1e-3, 1e-2, 1e-1)  # the L2 penalties the probe chooses from on val
+
+
+@dataclass
+class MAEConfig:
+    """Everything that defines a pre-training run (saved in every checkpoint; a resumed run reads it back)."""
+
+    epochs: int = 400
+    batch_size: int = 256
+    canvases_per_epoch: int = 10_000
+    base_lr: float = 1.5e-4  # lr = base_lr * batch_size / 256, the paper's scaling rule
+    min_lr: float = 0.0
+    warmup_epochs: float = 40.0  # the paper warms up 40 of its 800 epochs
+    weight_decay: float = 0.05
+    betas: tuple[float, float] = (0.9, 0.95)
+    mask_ratio: float = 0.75
+    norm_pix_loss: bool = True
+    position_step: int = 1  # the digit at any pixel
+    seed: int = 0
+    encoder: dict = field(default_factory=lambda: dict(embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0))
+    decoder: dict = field(default_factory=lambda: dict(decoder_embed_dim=48, decoder_depth=1, decoder_num_heads=4))
+
+    @property
+    def lr(self) -> float:
+        return self.base_lr * self.batch_size / 256
+
+
+@dataclass
+class MAEHistory:
+    """One entry per epoch: the reconstruction loss (hidden patches) on training and fixed val canvases."""
+
+    epoch: list = field(default_factory=list)
+    train_loss: list = field(default_factory=list)
+    val_loss: list = field(default_factory=list)
+    lr: list = field(default_factory=list)
+    seconds: list = field(default_factory=list)
+
+
+def build_mae(config: MAEConfig) -> MaskedAutoencoder:
+    """The MAE of ``config``, initialised from ``config.seed`` (the random-encoder baseline is this, untrained)."""
+    torch.manual_seed(config.seed)
+    return MaskedAutoencoder(img_size=32, patch_size=4, in_chans=1, norm_pix_loss=config.norm_pix_loss,
+                             **config.encoder, **config.decoder)
+
+
+def unlabelled_canvases(split: str, num_images: int, seed: int, position_step: int = 1) -> Tensor:
+    """Normalised cluttered canvases of ``split`` made from its digit *images* only; no label is ever read.
+
+    -> (num_images, 1, 32, 32). ``make_cluttered`` wants labels to hand back: it gets placeholders (zeros), and
+    what it hands back is dropped.
+    """
+    digits = load_digits()[split][0].float() / DIGITS_MAX  # (M, 1, 8, 8) in [0, 1]: images only
+    placeholders = torch.zeros(len(digits), dtype=torch.long)
+    generator = torch.Generator().manual_seed(seed)
+    images, _, _ = make_cluttered(digits, placeholders, num_images, generator, position_step=position_step)
+    return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0]
+
+
+def epoch_canvases(config: MAEConfig, epoch: int) -> Tensor:
+    """The training canvases of one epoch: a function of (seed, epoch) alone, so a resumed run draws the same."""
+    return unlabelled_canvases("train", config.canvases_per_epoch, config.seed * 100_003 + epoch,
+                               config.position_step)
+
+
+@torch.no_grad()
+def reconstruction_loss(model: MaskedAutoencoder, images: Tensor, mask_ratio: float, seed: int = 0) -> float:
+    """Mean loss on hidden patches over ``images``, with masks drawn from ``seed`` (the same every epoch)."""
+    model.eval()
+    device = next(model.parameters()).device
+    generator = torch.Generator(device).manual_seed(seed)
+    losses = [model(images[i:i + 500].to(device), mask_ratio, generator)[0].item() * len(images[i:i + 500])
+              for i in range(0, len(images), 500)]
+    return sum(losses) / len(images)
+
+
+def pretrain(
+    config: MAEConfig, out: Optional[str | Path] = None, device: str = "cpu", stop_after: Optional[int] = None,
+    log: Callable[[str], None] = print, val_images: Optional[Tensor] = None,
+) -> tuple[MaskedAutoencoder, MAEHistory, int]:
+    """Pre-train (or resume the run in ``out``); returns (model, history, optimizer steps taken).
+
+    ``stop_after=e`` ends after epoch e, as if interrupted. ``val_images`` default to 2,000 val canvases.
+    """
+    device = torch.device(device)
+    resuming = out is not None and (Path(out) / STATE_FILE).exists()
+    if resuming:
+        saved = json.loads((Path(out) / STATE_FILE).read_text())["config"]
+        config = MAEConfig(**{**saved, "betas": tuple(saved["betas"])})
+    model = build_mae(config).to(device)
+    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr, betas=config.betas)
+    scaler = torch.amp.GradScaler(device.type, enabled=False)  # fp32: kept for save_checkpoint's format
+    start, step, history = 0, 0, MAEHistory()
+    if resuming:
+        state = load_checkpoint(out, model, optimizer, scaler)
+        start, step, history = state["epoch"], state["step"], MAEHistory(**state["history"])
+        log(f"resuming {out} after epoch {start} of {config.epochs} (step {step})")
+    if val_images is None:
+        val_images = unlabelled_canvases("val", 2_000, seed=1_000_003, position_step=config.position_step)
+    steps_per_epoch = math.ceil(config.canvases_per_epoch / config.batch_size)
+    total, warmup = config.epochs * steps_per_epoch, round(config.warmup_epochs * steps_per_epoch)
+    for epoch in range(start, config.epochs if stop_after is None else min(stop_after, config.epochs)):
+        began = time.perf_counter()
+        images = epoch_canvases(config, epoch)  # (canvases, 1, 32, 32), already in random order
+        torch.manual_seed(config.seed * 1_000 + epoch)  # the masks depend on (seed, epoch) only
+        model.train()
+        loss_sum = 0.0
+        for i in range(0, len(images), config.batch_size):
+            batch = images[i:i + config.batch_size].to(device)  # (batch, 1, 32, 32)
+            lr = lr_at(step, total, warmup, config.lr, config.min_lr)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            loss = model(batch, config.mask_ratio)[0]
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            loss_sum += loss.item() * len(batch)
+        val_loss = reconstruction_loss(model, val_images, config.mask_ratio)
+        history.epoch.append(epoch + 1)
+        history.train_loss.append(loss_sum / len(images))
+        history.val_loss.append(val_loss)
+        history.lr.append(lr)
+        history.seconds.append(time.perf_counter() - began)
+        log(f"epoch {epoch + 1:4d}/{config.epochs}  train {history.train_loss[-1]:.4f}  val {val_loss:.4f}  "
+            f"lr {lr:.2e}  {history.seconds[-1]:.1f} s")
+        if out is not None:
+            save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
+    return model, history, step
+
+
+def save_encoder(path: str | Path, model: MaskedAutoencoder, config: MAEConfig, history: MAEHistory) -> None:
+    """The encoder alone as safetensors; the metadata rebuilds it (``model`` + ``model_kwargs``) and says how it
+    was made (the pre-training config, epochs done, final val reconstruction loss)."""
+    kwargs = dict(img_size=32, patch_size=4, in_chans=1, num_classes=0, pos_embed="sincos", **config.encoder)
+    save_state_dict(Path(path), model.encoder, {
+        "model": "vit_cluttered_digits", "model_kwargs": json.dumps(kwargs), "config": json.dumps(asdict(config)),
+        "epochs_done": str(len(history.epoch)),
+        "val_recon_loss": f"{history.val_loss[-1]:.4f}" if history.val_loss else "",
+        "pretrained_cfg": json.dumps({"input_size": [1, 32, 32], "mean": CLUTTERED_MEAN, "std": CLUTTERED_STD}),
+    })
+
+
+# ----------------------------------------------------------------------------------------------------
+# The linear probe
+# ----------------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def features(encoder: nn.Module, images: Tensor, pool: str) -> Tensor:
+    """Frozen features: (N, 1, 32, 32) -> (N, embed_dim), [CLS] ("cls") or the mean of the patch tokens ("mean"),
+    both after the encoder's final norm."""
+    if pool not in POOLS:
+        raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
+    encoder.eval()
+    device = next(encoder.parameters()).device
+    out = []
+    for i in range(0, len(images), 500):
+        tokens = encoder.forward_features(images[i:i + 500].to(device))  # (batch, 1 + patches, dim)
+        out.append((tokens[:, 0] if pool == "cls" else tokens[:, 1:].mean(1)).cpu())
+    return torch.cat(out)
+
+
+def fit_logistic(x: Tensor, y: Tensor, weight_decay: float, num_classes: int = 10) -> nn.Linear:
+    """Multinomial logistic regression on (N, dim) features by full-batch L-BFGS; L2 penalty ``weight_decay``."""
+    torch.manual_seed(0)
+    head = nn.Linear(x.shape[1], num_classes)
+    optimizer = torch.optim.LBFGS(head.parameters(), lr=1.0, max_iter=200, line_search_fn="strong_wolfe")
+
+    def closure() -> Tensor:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(head(x), y) + weight_decay * head.weight.pow(2).sum()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return head
+
+
+def probe_data(n_labelled: int, seed: int, position_step: int = 1) -> dict[str, tuple[Tensor, Tensor]]:
+    """Labelled canvases for the probe: n training canvases (drawn with ``seed``), the fixed val and test ones."""
+    def normed(split: str, **kw) -> tuple[Tensor, Tensor]:
+        images, labels, _ = load_cluttered_digits(split, position_step=position_step, **kw)
+        return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels
+
+    return {"train": normed("train", num_images=n_labelled, seed=seed), "val": normed("val"), "test": normed("test")}
+
+
+def linear_probe(encoder: nn.Module, n_labelled: int, seed: int,
+                 data: Optional[dict[str, tuple[Tensor, Tensor]]] = None) -> dict:
+    """Probe a frozen encoder: choose pooling and L2 penalty on val, then score the chosen probe on test once.
+
+    Returns {"pool", "weight_decay", "val_acc", "test_acc", "val_grid": {"cls/0.001": acc, ...}}. ``data``
+    (``probe_data``'s layout) defaults to ``probe_data(n_labelled, seed)``.
+    """
+    data = probe_data(n_labelled, seed) if data is None else data
+    (x_train, y_train), (x_val, y_val) = data["train"], data["val"]
+    grid, best = {}, None
+    for pool in POOLS:
+        f_train, f_val = features(encoder, x_train, pool), features(encoder, x_val, pool)
+        mean, std = f_train.mean(0), f_train.std(0).clamp(min=1e-6)  # standardised with training statistics
+        for wd in PROBE_WEIGHT_DECAYS:
+            head = fit_logistic((f_train - mean) / std, y_train, wd)
+            with torch.no_grad():
+                acc = (head((f_val - mean) / std).argmax(1) == y_val).float().mean().item()
+            grid[f"{pool}/{wd:g}"] = round(acc, 4)
+            if best is None or acc > best[0]:  # the first of equal scores is kept
+                best = (acc, pool, wd, head, mean, std)
+    acc, pool, wd, head, mean, std = best
+    x_test, y_test = data["test"]
+    with torch.no_grad():
+        test_acc = (head((features(encoder, x_test, pool) - mean) / std).argmax(1) == y_test).float().mean().item()
+    return {"pool": pool, "weight_decay": wd, "val_acc": round(acc, 4), "test_acc": round(test_acc, 4),
+            "val_grid": grid}
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="the run's folder: checkpoints, log, encoder.safetensors")
+    p.add_argument("--epochs", type=int, default=MAEConfig.epochs)
+    p.add_argument("--batch-size", type=int, default=MAEConfig.batch_size)
+    p.add_argument("--base-lr", type=float, default=MAEConfig.base_lr)
+    p.add_argument("--warmup-epochs", type=float, default=MAEConfig.warmup_epochs)
+    p.add_argument("--mask-ratio", type=float, default=MAEConfig.mask_ratio)
+    p.add_argument("--pixel-loss", action="store_true", help="raw (normalised-canvas) pixels as the target, not "
+                   "each patch normalised by its own mean and std (norm_pix_loss, the default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stop-after", type=int, help="stop after this epoch, as if interrupted")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda where there is a GPU (e.g. on Colab)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default one, like vitedu.train's runs)")
+    p.add_argument("--probe", type=int, metavar="N", help="instead of training: probe <out>'s encoder and a random "
+                   "one on N labelled canvases")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="the probe's seeds (its labelled subsets)")
+    p.add_argument("--json", help="with --probe: also write the run's config, loss curve and the probe rows here")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    if args.probe:
+        if not (out / STATE_FILE).exists():
+            raise SystemExit(f"--probe reads the pre-training run in {out}, but {out / STATE_FILE} does not exist: "
+                             f"pre-train first (python tools/pretrain_mae.py --out {out}), or point --out at a run")
+        trained, history, steps = pretrain(MAEConfig(), out, args.device, stop_after=0, log=lambda _: None)
+        state = json.loads((out / STATE_FILE).read_text())
+        config = MAEConfig(**{**state["config"], "betas": tuple(state["config"]["betas"])})
+        random = build_mae(config).to(args.device)  # the MAE's own starting point, untrained
+        rows = []
+        for seed in args.seeds:
+            for name, model in (("mae", trained), ("random", random)):
+                began = time.perf_counter()
+                rows.append({"encoder": name, "seed": seed, "n_labelled": args.probe,
+                             **linear_probe(model.encoder, args.probe, seed),
+                             "seconds": round(time.perf_counter() - began, 1)})
+                print(json.dumps(rows[-1]), flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps({
+                "config": asdict(config), "epochs_done": len(history.epoch), "steps": steps,
+                "history": asdict(history), "probe": rows, "threads": args.threads, "device": args.device}, indent=1))
+        return
+    config = MAEConfig(epochs=args.epochs, batch_size=args.batch_size, base_lr=args.base_lr,
+                       warmup_epochs=args.warmup_epochs, mask_ratio=args.mask_ratio, seed=args.seed,
+                       norm_pix_loss=not args.pixel_loss)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "log.txt", "a") as log_file:
+        def log(line: str) -> None:
+            print(line, flush=True)
+            print(line, file=log_file, flush=True)
+
+        model, history, _ = pretrain(config, out, args.device, args.stop_after, log)
+    if len(history.epoch) == config.epochs:
+        save_encoder(out / ENCODER_FILE, model, config, history)
+
+
+if __name__ == "__main__":
+    main()
