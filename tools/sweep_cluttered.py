@@ -54,6 +54,8 @@ VARIANTS: dict[str, dict] = {
     "anywhere_e150_teacher20": {"position_step": 1, "epochs": 150, "teacher_epochs": 20},
     # A curriculum: the first grid_epochs epochs with the digit on the patch grid, then anywhere.
     "anywhere_e60_grid30": {"position_step": 1, "epochs": 60, "grid_epochs": 30},
+    "anywhere_e100_grid30": {"position_step": 1, "epochs": 100, "grid_epochs": 30},
+    "anywhere_e150_grid30": {"position_step": 1, "epochs": 150, "grid_epochs": 30},
     "anywhere_e150_teacher20_warp": {"position_step": 1, "epochs": 150, "teacher_epochs": 20,
                                      "augment": "digits_warp"},
 }
