@@ -30,6 +30,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+B256 = {"position_step": 1, "grid_epochs": 60, "batch_size": 256, "lr": 4e-3, "warmup_epochs": 5.0,
+        "teacher_epochs": 30}
 VARIANTS: dict[str, dict] = {
     "base": {},
     "lr1e-3": {"lr": 1e-3}, "lr3e-3": {"lr": 3e-3}, "lr4e-3": {"lr": 4e-3},
@@ -58,6 +60,13 @@ VARIANTS: dict[str, dict] = {
     "anywhere_e150_grid30": {"position_step": 1, "epochs": 150, "grid_epochs": 30},
     "anywhere_e150_teacher20_warp": {"position_step": 1, "epochs": 150, "teacher_epochs": 20,
                                      "augment": "digits_warp"},
+    # On a GPU, batch 32 leaves it idle (this 140k-parameter model is launch-bound): batches of 256 draw 8x the
+    # canvases per step. The teacher trains 30 epochs at that batch (about the steps of 4 epochs at 32).
+    "anywhere_b256_e300_grid60": {**B256, "epochs": 300},
+    "anywhere_b256_e300_grid60_warp": {**B256, "epochs": 300, "augment": "digits_warp"},
+    "anywhere_b256_e300_grid60_warp_noteacher": {**B256, "epochs": 300, "augment": "digits_warp",
+                                                 "teacher_epochs": 0},
+    "anywhere_b256_e600_grid60_warp": {**B256, "epochs": 600, "augment": "digits_warp"},
 }
 
 
