@@ -8,8 +8,10 @@ The models, each as three seeds:
   (``position_step=4``), kept as a stored artefact: ``benchmarks/results/vit_grid_3_seeds.safetensors``;
 - "CNN, trained on the grid": the small convnet (``ConvTeacher``) trained on the same on-grid canvases with the
   preset's teacher recipe: ``benchmarks/results/cnn_grid_3_seeds.safetensors`` (``--train-cnn`` makes it);
-- "ViT, trained anywhere": the shipped recipe's three seeds, trained with the digit at any pixel
-  (``vitedu/assets/vit_cluttered_digits_3_seeds.safetensors``), once it has been trained on the honest task.
+- "ViT, trained anywhere": the shipped recipe's three seeds (1, 2, 3), trained with the digit at any pixel
+  (``vitedu/assets/vit_cluttered_digits_3_seeds.safetensors``);
+- "ViT, trained anywhere, no teacher": the same recipe without the CNN teacher, seeds 1, 2, 3
+  (``benchmarks/results/vit_anywhere_noteacher_3_seeds.safetensors``, packed by ``tools/seed_weights.py``).
 
 Every model is scored with :func:`vitedu.shift.offset_accuracy` on 1,000 test canvases per offset, drawn with a
 seed that no training or model choice used (``--canvas-seed``, default 11): test is read for the final models
@@ -38,16 +40,19 @@ RESULTS = ROOT / "benchmarks" / "results"
 VIT_GRID = RESULTS / "vit_grid_3_seeds.safetensors"
 CNN_GRID = RESULTS / "cnn_grid_3_seeds.safetensors"
 VIT_ANYWHERE = ROOT / "vitedu" / "assets" / "vit_cluttered_digits_3_seeds.safetensors"
-SEEDS = (0, 1, 2)
+VIT_ANYWHERE_NOTEACHER = RESULTS / "vit_anywhere_noteacher_3_seeds.safetensors"
+SEEDS = (0, 1, 2)  # of the CNNs that --train-cnn trains
 
 
 def seed_pack(path: Path, build) -> tuple[list[torch.nn.Module], dict]:
-    """The three models of a pack whose keys are 'seed{s}.<state_dict key>'; ``build(config)`` makes each one."""
+    """The models of a pack whose keys are 'seed{s}.<state_dict key>' (its metadata lists the seeds);
+    ``build(config)`` makes each one."""
     with safe_open(str(path), "pt") as f:
         config = json.loads(f.metadata()["config"])
+        seeds = [int(s) for s in f.metadata()["seeds"].split(",")]
     tensors = load_file(str(path))
     models = []
-    for seed in SEEDS:
+    for seed in seeds:
         state = {k.split(".", 1)[1]: v.float() for k, v in tensors.items() if k.startswith(f"seed{seed}.")}
         model = build(config)
         model.load_state_dict(state)
@@ -74,10 +79,11 @@ def summarise(accs: list[torch.Tensor]) -> dict[str, tuple[float, float]]:
 
 
 def train_cnns() -> None:
-    """Three on-grid CNNs, the preset's teacher recipe (epochs, learning rate, batches), seeds 0, 1, 2."""
+    """Three on-grid CNNs, the earlier preset's teacher recipe (PRESETS["cluttered_digits_grid"]),
+    seeds 0, 1, 2."""
     packed = {}
     for seed in SEEDS:
-        config = replace(PRESETS["cluttered_digits"], position_step=4, seed=seed)
+        config = replace(PRESETS["cluttered_digits_grid"], seed=seed)
         torch.manual_seed(seed)
         teacher = train_teacher(config, make_loaders(config, torch.device("cpu")), torch.device("cpu"))
         packed |= {f"seed{seed}.{k}": v.half().contiguous() for k, v in teacher.state_dict().items()}
@@ -96,14 +102,15 @@ def main() -> None:
     if args.train_cnn:
         train_cnns()
     packs = {"ViT, trained on the grid": (VIT_GRID, vit), "CNN, trained on the grid": (CNN_GRID, cnn),
-             "ViT, trained anywhere": (VIT_ANYWHERE, vit)}
+             "ViT, trained anywhere": (VIT_ANYWHERE, vit),
+             "ViT, trained anywhere, no teacher": (VIT_ANYWHERE_NOTEACHER, vit)}
     results = {"canvas_seed": args.canvas_seed, "num_images": args.num_images, "split": "test", "models": {}}
     for name, (path, build) in packs.items():
         if not path.exists():
             print(f"{name}: {path.relative_to(ROOT)} not found (not trained yet), skipped")
             continue
         models, config = seed_pack(path, build)
-        if name == "ViT, trained anywhere" and config.get("position_step", 4) != 1:
+        if name.startswith("ViT, trained anywhere") and config.get("position_step", 4) != 1:
             print(f"{name}: {path.relative_to(ROOT)} was trained with the digit on the grid, skipped")
             continue
         accs = [offset_accuracy(m, 4, "test", args.num_images, args.canvas_seed) for m in models]

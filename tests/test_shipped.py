@@ -50,4 +50,6 @@ def test_shipped_model_reaches_its_stated_test_accuracy():
 
 @pytest.mark.slow
 def test_shipped_model_reaches_the_issue_target():
-    assert _shipped_test_accuracy() >= 0.95  # issue 10: at least 95 % on the fixed test canvases
+    # issue 31: at least 98.5 % on the fixed test canvases, with the digit at any pixel
+    assert C.POSITION_STEP == 1 and json.loads(shipped_metadata("vit_cluttered_digits")["config"])["position_step"] == 1
+    assert _shipped_test_accuracy() >= 0.985

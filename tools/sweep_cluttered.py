@@ -4,7 +4,8 @@
     python tools/sweep_cluttered.py --shipped --out sweep.jsonl  # the shipped model, scored the same way
     python tools/sweep_cluttered.py --list                      # the named variants and their overrides
 
-Each variant is PRESETS["cluttered_digits"] with a few fields changed (VARIANTS below; model_kwargs are merged
+Each variant is PRESETS["cluttered_digits_grid"] (the preset before issue 31; the digit on the patch grid)
+with a few fields changed (VARIANTS below; model_kwargs are merged
 into the preset's). Every run writes one JSON line: the variant, the model_kwargs it trained with, seed, val
 accuracy on the 2,000 val canvases that training reports, on 10,000 more val canvases (other positions and
 clutter for the same 179 val digits, to make a choice less noisy), the mean attention distance of each block
@@ -71,10 +72,10 @@ VARIANTS: dict[str, dict] = {
 
 
 def variant_config(overrides: dict, seed: int = 0):
-    """The preset with a variant's fields changed; model_kwargs are merged into the preset's, not replaced."""
+    """The earlier preset (cluttered_digits_grid) with a variant's fields changed; model_kwargs are merged into the preset's, not replaced."""
     from vitedu.train import PRESETS
 
-    preset = PRESETS["cluttered_digits"]
+    preset = PRESETS["cluttered_digits_grid"]
     model_kwargs = {**preset.model_kwargs, **overrides.get("model_kwargs", {})}
     return replace(preset, **{**overrides, "model_kwargs": model_kwargs}, seed=seed)
 

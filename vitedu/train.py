@@ -95,16 +95,32 @@ PRESETS: dict[str, TrainConfig] = {
         epochs=100, batch_size=32, lr=2e-3, warmup_epochs=3, weight_decay=0.05, label_smoothing=0.1,
         augment="digits", teacher_epochs=20, distill_alpha=0.7, distill_temperature=4.0,
     ),
-    # One digit among clutter on a 32x32 canvas (vitedu.cluttered): attention has to find it. Fresh canvases every
-    # epoch (10,000 each). Chosen on the validation canvases (README's val log): 30 epochs, stochastic depth 0.1
-    # and soft distillation from a 4-epoch convnet teacher reach 95.95 % val (12 epochs: 93.75 %; 30 epochs
-    # without the teacher: 94.3 %, with drop-path 0.1 94.7 %; D=96: 94.05 %); starting attention local with
-    # mimetic initialisation and sin-cos-initialised learned positions: 97.35 % (the sin-cos start alone: 95.6 %).
+    # One digit among clutter on a 32x32 canvas (vitedu.cluttered), at any pixel: attention has to find it, and
+    # the model has to read it at every shift of its 4x4 patches. Fresh canvases every epoch (10,000 each).
+    # Chosen on the validation canvases, three seeds (benchmarks/README.md, "The honest task"): batches of 256
+    # for 300 epochs (3 million canvases); a curriculum, the first 60 epochs with the digit on the patch grid,
+    # then anywhere; each digit warped about its centre; stochastic depth 0.1; soft distillation (T=4,
+    # alpha=0.5) from a 30-epoch convnet teacher; attention that starts local (mimetic initialisation and
+    # sin-cos-initialised learned positions). Val 98.83 +- 0.10 %, worst sub-patch shift 97.67 +- 0.06 %
+    # (without the teacher 98.60 / 97.40 %; the same at batch 32 for 60 epochs: 95.2 %). The shipped model is
+    # seed 1, trained on a GPU (minutes); on one CPU thread the same recipe takes hours.
     "cluttered_digits": TrainConfig(
+        dataset="cluttered_digits", model="vit_cluttered_digits", epochs=300,
+        model_kwargs={"drop_path_rate": 0.1, "weight_init": "mimetic", "pos_embed": "learn_sincos"},
+        batch_size=256, lr=4e-3, warmup_epochs=5.0, weight_decay=0.05, label_smoothing=0.1, augment="digits_warp",
+        teacher_epochs=30, distill_alpha=0.5, distill_temperature=4.0, position_step=1, grid_epochs=60, seed=1,
+    ),
+    # The earlier recipe, with the digit on the 4-pixel patch grid (position_step=4): 97.35 % val, 96.2 % test on
+    # the grid, about 10 % one pixel off it. Chapter 9's models and the shift experiment's on-grid ViT were
+    # trained with it, and tools/sweep_cluttered.py's variants are relative to it. Chosen on the validation
+    # canvases (README's val log): 30 epochs, stochastic depth 0.1 and soft distillation from a 4-epoch convnet
+    # teacher reach 95.95 % val (12 epochs: 93.75 %; no teacher: 94.3 %); starting attention local with mimetic
+    # initialisation and sin-cos-initialised learned positions: 97.35 % (the sin-cos start alone: 95.6 %).
+    "cluttered_digits_grid": TrainConfig(
         dataset="cluttered_digits", model="vit_cluttered_digits", epochs=30,
         model_kwargs={"drop_path_rate": 0.1, "weight_init": "mimetic", "pos_embed": "learn_sincos"},
         batch_size=32, lr=2e-3, warmup_epochs=0.5, weight_decay=0.05, label_smoothing=0.1, augment="none",
-        teacher_epochs=4, distill_alpha=0.5, distill_temperature=4.0,
+        teacher_epochs=4, distill_alpha=0.5, distill_temperature=4.0, position_step=4,
     ),
     # Your own images (vitedu.imagefolder): a folder per class, resized to the model's img_size (32 here; pick a
     # 224 model such as --model vit_tiny_patch16_224 for large photos). A starting point, not a tuned recipe.
@@ -466,7 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
         "come from the dataset's preset (vitedu.train.PRESETS). The last line printed is the test accuracy.")
     p.add_argument("--dataset", choices=sorted(PRESETS), default="digits",
                    help="digits: 1,797 8x8 digits shipped with vitedu (offline); cluttered_digits: one of those "
-                   "digits on a 32x32 canvas among clutter (offline); cifar10: downloaded once; imagefolder: your "
+                   "digits at any pixel of a 32x32 canvas among clutter (offline); cluttered_digits_grid: the same with the digit on "
+                   "the 4-pixel patch grid (the earlier, easy task); cifar10: downloaded once; imagefolder: your "
                    "own images, one sub-folder per class, in --data-root (vitedu.imagefolder)")
     p.add_argument("--epochs", type=int, help="passes over the training set")
     p.add_argument("--out", help="folder for checkpoints (model.safetensors, optimizer.safetensors, "
