@@ -1,6 +1,6 @@
 """Strong baselines beside chance on the honest cluttered-digits task (the digit at any pixel), for chapter 8.
 
-    python benchmarks/baselines.py     # writes benchmarks/results/cluttered_baselines.json
+    python benchmarks/baselines.py     # writes vitedu/assets/cluttered_baselines.json (read by chapter 8)
 
 About 21 minutes of wall time on a 2-core machine shared with two training runs, a third of it for the codebook of
 every sliding patch with k = 1024.
@@ -43,7 +43,7 @@ from torch import Tensor
 from vitedu.cluttered import load_cluttered_digits
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "benchmarks" / "results" / "cluttered_baselines.json"
+OUT = ROOT / "vitedu" / "assets" / "cluttered_baselines.json"  # package data: chapter 8 prints it
 NUM_TRAIN = 20_000
 POSITION_STEP = 1  # the honest task: the digit at any pixel
 PATCH = 4  # the ViT's patch size: the grid that ink per patch and the on-grid bag use

@@ -5,13 +5,13 @@
 
 The models, each as three seeds:
 - "ViT, trained on the grid": the earlier recipe, trained with the digit's cell on the 4-pixel patch grid
-  (``position_step=4``), kept as a stored artefact: ``benchmarks/results/vit_grid_3_seeds.safetensors``;
+  (``position_step=4``), kept as a stored artefact: ``vitedu/assets/vit_grid_3_seeds.safetensors``;
 - "CNN, trained on the grid": the small convnet (``ConvTeacher``) trained on the same on-grid canvases with the
-  preset's teacher recipe: ``benchmarks/results/cnn_grid_3_seeds.safetensors`` (``--train-cnn`` makes it);
+  preset's teacher recipe: ``vitedu/assets/cnn_grid_3_seeds.safetensors`` (``--train-cnn`` makes it);
 - "ViT, trained anywhere": the shipped recipe's three seeds (1, 2, 3), trained with the digit at any pixel
   (``vitedu/assets/vit_cluttered_digits_3_seeds.safetensors``);
 - "ViT, trained anywhere, no teacher": the same recipe without the CNN teacher, seeds 1, 2, 3
-  (``benchmarks/results/vit_anywhere_noteacher_3_seeds.safetensors``, packed by ``tools/seed_weights.py``).
+  (``vitedu/assets/vit_anywhere_noteacher_3_seeds.safetensors``, packed by ``tools/seed_weights.py``).
 
 Every model is scored with :func:`vitedu.shift.offset_accuracy` on 1,000 test canvases per offset, drawn with a
 seed that no training or model choice used (``--canvas-seed``, default 11): test is read for the final models
@@ -37,10 +37,12 @@ from vitedu.train import PRESETS, train_teacher
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-VIT_GRID = RESULTS / "vit_grid_3_seeds.safetensors"
-CNN_GRID = RESULTS / "cnn_grid_3_seeds.safetensors"
-VIT_ANYWHERE = ROOT / "vitedu" / "assets" / "vit_cluttered_digits_3_seeds.safetensors"
-VIT_ANYWHERE_NOTEACHER = RESULTS / "vit_anywhere_noteacher_3_seeds.safetensors"
+# Package data, so that chapter 8 can read them on Colab (pip-installed vitedu has no benchmarks/).
+ASSETS = ROOT / "vitedu" / "assets"
+VIT_GRID = ASSETS / "vit_grid_3_seeds.safetensors"
+CNN_GRID = ASSETS / "cnn_grid_3_seeds.safetensors"
+VIT_ANYWHERE = ASSETS / "vit_cluttered_digits_3_seeds.safetensors"
+VIT_ANYWHERE_NOTEACHER = ASSETS / "vit_anywhere_noteacher_3_seeds.safetensors"
 SEEDS = (0, 1, 2)  # of the CNNs that --train-cnn trains
 
 

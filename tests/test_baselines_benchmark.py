@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("baselines", ROOT / "benchmarks" / "baselines.py")
 B = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(B)
-STORED = ROOT / "benchmarks" / "results" / "cluttered_baselines.json"
+STORED = ROOT / "vitedu" / "assets" / "cluttered_baselines.json"
 BASELINES = ("chance (majority class)", "logistic regression, raw pixels", "logistic regression, ink per 4x4 patch",
              "bag of 4x4 patches, no positions")
 

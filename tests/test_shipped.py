@@ -53,3 +53,26 @@ def test_shipped_model_reaches_the_issue_target():
     # issue 31: at least 98.5 % on the fixed test canvases, with the digit at any pixel
     assert C.POSITION_STEP == 1 and json.loads(shipped_metadata("vit_cluttered_digits")["config"])["position_step"] == 1
     assert _shipped_test_accuracy() >= 0.985
+
+
+def test_seed_packs_load_every_seed_with_its_recipe():
+    """vitedu.pretrained.load_seed_pack: the packs chapter 8 reads on Colab (package data, not benchmarks/)."""
+    from vitedu.cnn import ConvTeacher
+    from vitedu.pretrained import load_seed_pack
+
+    def vit(config):
+        return vitedu.create_model(config["model"], **config["model_kwargs"])
+
+    models, meta = load_seed_pack("vit_cluttered_digits_3_seeds.safetensors", vit)
+    assert meta["seeds"] == [1, 2, 3] and meta["config"]["position_step"] == 1 and len(models) == 3
+    # seed 1 is the shipped model, stored in float16: the same weights to float16 precision
+    shipped = vitedu.create_model("vit_cluttered_digits", pretrained=True).state_dict()
+    assert all(torch.allclose(models[0].state_dict()[k], v, atol=1e-3, rtol=1e-3) for k, v in shipped.items())
+    assert not torch.equal(models[0].pos_embed, models[1].pos_embed)  # different runs, not one copied
+    assert all(not m.training for m in models)
+    cnns, meta = load_seed_pack("cnn_grid_3_seeds.safetensors", lambda config: ConvTeacher(1, 10))
+    assert meta["seeds"] == [0, 1, 2] and len(cnns) == 3
+    with pytest.raises(ValueError, match="no seed pack"):
+        load_seed_pack("nothing.safetensors", vit)
+    with pytest.raises(ValueError, match="not a seed pack"):
+        load_seed_pack("vit_cluttered_digits.safetensors", vit)

@@ -40,7 +40,7 @@ import re
 import warnings
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from torch import Tensor, nn
 
@@ -127,6 +127,45 @@ def shipped_metadata(name: str) -> dict[str, str]:
 
     with resources.as_file(shipped_file(name)) as path, safe_open(str(path), framework="pt") as f:
         return dict(f.metadata() or {})
+
+
+def load_seed_pack(
+    filename: str, build: Callable[[dict[str, Any]], nn.Module]
+) -> tuple[list[nn.Module], dict[str, Any]]:
+    """The models of a seed pack in vitedu/assets: several training runs of one recipe in one file.
+
+    A pack (written by ``tools/seed_weights.py``) stores run s under the keys ``seed{s}.<state_dict key>``
+    (float16, to stay small) and lists its seeds in the metadata, with the recipe ("config", JSON) and, where
+    measured, "val_acc" and "test_acc" (comma-separated, one per seed). -> (models in eval mode, in float32, one
+    per seed in the metadata's order; the metadata with "config" parsed and "seeds" as a list of ints).
+    ``build(config)`` makes an empty model for one run, e.g. for a ViT pack
+    ``lambda config: vitedu.create_model(config["model"], **config["model_kwargs"])``, and for the CNNs of the
+    shift experiment ``lambda config: vitedu.cnn.ConvTeacher(1, 10)``.
+    """
+    from safetensors import safe_open
+    from safetensors.torch import load
+
+    path = resources.files("vitedu").joinpath("assets", filename)
+    if not path.is_file():
+        packs = sorted(p.name for p in resources.files("vitedu").joinpath("assets").iterdir()
+                       if p.name.endswith("_seeds.safetensors"))
+        raise ValueError(f"no seed pack {filename!r} in vitedu/assets; the packs shipped are: {', '.join(packs)}")
+    with resources.as_file(path) as local, safe_open(str(local), framework="pt") as f:
+        meta: dict[str, Any] = dict(f.metadata() or {})
+    if "seeds" not in meta or "config" not in meta:
+        raise ValueError(f"{filename} has no 'seeds' or 'config' in its metadata: it is not a seed pack "
+                         "(tools/seed_weights.py writes them); for one model use create_model(name, pretrained=True)")
+    meta["config"] = json.loads(meta["config"])
+    meta["seeds"] = [int(s) for s in meta["seeds"].split(",")]
+    tensors = load(path.read_bytes())
+    models = []
+    for seed in meta["seeds"]:
+        prefix = f"seed{seed}."
+        state = {k[len(prefix):]: v.float() for k, v in tensors.items() if k.startswith(prefix)}
+        model = build(meta["config"])
+        load_checked(model, state, f"seed {seed} of {filename}")
+        models.append(model.eval())
+    return models, meta
 
 
 def registry_cfg(name: str, model: nn.Module, trained: bool) -> dict[str, Any]:
@@ -517,5 +556,6 @@ def _download(hub_id: str) -> Path:
 
 
 __all__ = ["SHIPPED_WEIGHTS", "TIMM_ARCHITECTURES", "convert_hf_state_dict", "exact_mlp_ratio", "from_pretrained",
-           "hf_config_to_kwargs", "hf_preprocessor_cfg", "load_checked", "load_shipped", "load_shipped_weights",
+           "hf_config_to_kwargs", "hf_preprocessor_cfg", "load_checked", "load_seed_pack", "load_shipped",
+           "load_shipped_weights",
            "registry_cfg", "shipped_file", "shipped_metadata", "timm_pretrained_cfg"]
