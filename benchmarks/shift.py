@@ -1,6 +1,6 @@
 """The shift experiment of chapter 8: accuracy against the digit's offset from the patch grid, three seeds a model.
 
-    python benchmarks/shift.py                 # score every stored model, write benchmarks/results/shift.json
+    python benchmarks/shift.py                 # score every stored model, write vitedu/assets/shift.json
     python benchmarks/shift.py --train-cnn     # first train the three on-grid CNNs (about 2 CPU-minutes each)
 
 The models, each as three seeds:
@@ -36,7 +36,6 @@ from vitedu.shift import offset_accuracy
 from vitedu.train import PRESETS, train_teacher
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results"
 # Package data, so that chapter 8 can read them on Colab (pip-installed vitedu has no benchmarks/).
 ASSETS = ROOT / "vitedu" / "assets"
 VIT_GRID = ASSETS / "vit_grid_3_seeds.safetensors"
@@ -98,7 +97,7 @@ def main() -> None:
     p.add_argument("--train-cnn", action="store_true", help="train the three on-grid CNNs first")
     p.add_argument("--canvas-seed", type=int, default=11)
     p.add_argument("--num-images", type=int, default=1_000)
-    p.add_argument("--out", default=str(RESULTS / "shift.json"))
+    p.add_argument("--out", default=str(ASSETS / "shift.json"), help="JSON (package data: chapter 8 plots it)")
     args = p.parse_args()
     torch.set_num_threads(1)
     if args.train_cnn:

@@ -5,7 +5,8 @@ Controlled means:
   grid of ``vit_cluttered_digits`` (139-141k parameters each, ``MODEL_CONFIGS``/``VARIANT_CONFIGS``'
   "*_cluttered_digits"), and every run takes the same AdamW steps: ``EPOCHS`` epochs of 10,000 fresh
   canvases in batches of 32, with chapter 8's schedule, weight decay, label smoothing, clipping and
-  stochastic depth (``PRESETS["cluttered_digits_grid"]``, the digit on the patch grid) -- whatever the training fraction, since a smaller
+  stochastic depth (``PRESETS["cluttered_digits_grid"]``, the digit on the patch grid) -- whatever the
+  training fraction, since a smaller
   fraction means fewer distinct digits on the canvases, not fewer canvases;
 - the same data: a run with ``train_fraction`` f draws its canvases (digit *and* clutter) from the same
   stratified f of the training digits for every model (and for DeiT's teacher);
