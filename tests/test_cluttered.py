@@ -288,7 +288,8 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path):
     spec.loader.exec_module(sweep)
     preset = T.PRESETS["cluttered_digits_grid"]  # the preset the sweep ran against
     # the shipped recipe is the variant chosen on validation, seed 1
-    assert sweep.variant_config(sweep.VARIANTS["anywhere_b256_e300_grid60_warp"], seed=1) == T.PRESETS["cluttered_digits"]
+    chosen = sweep.VARIANTS["anywhere_b256_e300_grid60_warp"]
+    assert sweep.variant_config(chosen, seed=1) == T.PRESETS["cluttered_digits"]
     for name, overrides in sweep.VARIANTS.items():
         config = sweep.variant_config(overrides)
         assert (config != preset) == (name != "base"), name

@@ -72,7 +72,8 @@ VARIANTS: dict[str, dict] = {
 
 
 def variant_config(overrides: dict, seed: int = 0):
-    """The earlier preset (cluttered_digits_grid) with a variant's fields changed; model_kwargs are merged into the preset's, not replaced."""
+    """The earlier preset (cluttered_digits_grid) with a variant's fields changed; model_kwargs are merged into the
+    preset's, not replaced."""
     from vitedu.train import PRESETS
 
     preset = PRESETS["cluttered_digits_grid"]

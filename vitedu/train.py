@@ -482,9 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
         "come from the dataset's preset (vitedu.train.PRESETS). The last line printed is the test accuracy.")
     p.add_argument("--dataset", choices=sorted(PRESETS), default="digits",
                    help="digits: 1,797 8x8 digits shipped with vitedu (offline); cluttered_digits: one of those "
-                   "digits at any pixel of a 32x32 canvas among clutter (offline); cluttered_digits_grid: the same with the digit on "
-                   "the 4-pixel patch grid (the earlier, easy task); cifar10: downloaded once; imagefolder: your "
-                   "own images, one sub-folder per class, in --data-root (vitedu.imagefolder)")
+                   "digits at any pixel of a 32x32 canvas among clutter (offline); cluttered_digits_grid: the same "
+                   "with the digit on the 4-pixel patch grid (the earlier, easy task); cifar10: downloaded once; "
+                   "imagefolder: your own images, one sub-folder per class, in --data-root (vitedu.imagefolder)")
     p.add_argument("--epochs", type=int, help="passes over the training set")
     p.add_argument("--out", help="folder for checkpoints (model.safetensors, optimizer.safetensors, "
                    "train_state.json), written after every epoch; default: none are written")
