@@ -6,8 +6,7 @@ Controlled means:
   "*_cluttered_digits"), and every run takes the same AdamW steps: ``EPOCHS`` epochs of 10,000 fresh
   canvases in batches of 32, with chapter 8's schedule, weight decay, label smoothing, clipping and
   stochastic depth (``PRESETS["cluttered_digits_grid"]``, the digit on the patch grid) -- whatever the
-  training fraction, since a smaller
-  fraction means fewer distinct digits on the canvases, not fewer canvases;
+  training fraction, since a smaller fraction means fewer distinct digits on the canvases, not fewer canvases;
 - the same data: a run with ``train_fraction`` f draws its canvases (digit *and* clutter) from the same
   stratified f of the training digits for every model (and for DeiT's teacher);
 - the same tuning care, on validation only: each model's learning rate is picked among ``LRS`` on the
@@ -97,7 +96,8 @@ def attention_analysis(model: torch.nn.Module, images: torch.Tensor, boxes: torc
 @torch.no_grad()
 def analyse(arm: str, model: torch.nn.Module, teacher: torch.nn.Module | None) -> dict:
     """What chapter 9 reads from each trained model, on the first ``ANALYSE`` test canvases."""
-    images, labels, boxes = (t[:ANALYSE] for t in C.load_cluttered_digits("test"))
+    # the digit on the grid, as the models were trained (BASE); chapter 9 reads the same canvases
+    images, labels, boxes = (t[:ANALYSE] for t in C.load_cluttered_digits("test", position_step=BASE.position_step))
     images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
     model.eval()
     out = attention_analysis(model, images, boxes)
