@@ -100,7 +100,8 @@ def digits_augment(images: Tensor, generator: torch.Generator) -> Tensor:
 def digits_warp(images: Tensor, generator: torch.Generator) -> Tensor:
     """Warp each digit a little about its centre, without moving it: rotate by up to 10 degrees, zoom by
     up to 10 %, shear by up to 10 degrees. New handwriting from the same digits, for cluttered digits, where
-    a shift (``digits_augment``) would move ink across the 4-pixel patch grid the digit is placed on."""
+    the canvas already places each digit at a random pixel: a shift (``digits_augment``) would also move its ink
+    off the patch grid during the on-grid epochs of the curriculum (``TrainConfig.grid_epochs``)."""
     return random_affine(images, generator, degrees=10.0, scale=0.1, shear=10.0)
 
 
