@@ -68,6 +68,10 @@ VARIANTS: dict[str, dict] = {
     "anywhere_b256_e300_grid60_warp_noteacher": {**B256, "epochs": 300, "augment": "digits_warp",
                                                  "teacher_epochs": 0},
     "anywhere_b256_e600_grid60_warp": {**B256, "epochs": 600, "augment": "digits_warp"},
+    # The chosen recipe with position embeddings from a random start (timm's), not 2-D sin-cos: does the grid
+    # structure of the trained embeddings come from training (chapter 8, the ViT paper's figure 7)?
+    "anywhere_b256_e300_grid60_warp_randompos": {**B256, "epochs": 300, "augment": "digits_warp",
+                                                 "model_kwargs": {"pos_embed": "learn"}},
 }
 
 

@@ -1,0 +1,49 @@
+"""tools/gpu_sweep.py: many sweep jobs on one GPU against a deadline (how the GPU runs of issue 31 were made)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parent.parent / "tools" / "gpu_sweep.py"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("gpu_sweep", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_epochs_are_counted_from_the_per_epoch_log(tmp_path):
+    tool = _tool()
+    assert tool.epochs_logged(str(tmp_path), ("v", 1)) == 0  # not started yet
+    (tmp_path / "v_seed1.log").write_text("teacher: ...\nepoch   1/300  train ...\nresuming ...\n"
+                                          "epoch   2/300  train ...\n")
+    assert tool.epochs_logged(str(tmp_path), ("v", 1)) == 2
+
+
+@pytest.mark.parametrize("spec", ["no_such_variant:1", "base:one"])
+def test_a_bad_job_says_what_a_job_looks_like(tmp_path, spec):
+    run = subprocess.run([sys.executable, str(TOOL), "--jobs", spec, "--deadline", "1", "--device", "cpu",
+                          "--save-dir", str(tmp_path / "runs"), "--pack-dir", str(tmp_path / "out")],
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "VARIANT:SEED" in run.stderr and repr(spec) in run.stderr
+    assert not (tmp_path / "runs").exists()  # nothing started, nothing half-written
+
+
+@pytest.mark.slow  # starts a real job (its teacher) and stops it at the deadline
+def test_a_job_past_the_deadline_is_stopped_and_what_it_wrote_is_packed(tmp_path):
+    run = subprocess.run([sys.executable, str(TOOL), "--jobs", "base:0", "--deadline", "5", "--device", "cpu",
+                          "--save-dir", str(tmp_path / "runs"), "--pack-dir", str(tmp_path / "out")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "stopped: [('base', 0)]" in run.stdout
+    with tarfile.open(tmp_path / "out" / "results.tgz") as tar:
+        assert {"stdout_base_0.txt", "base_seed0.log", "sweep.jsonl"} <= set(tar.getnames())
+        assert tar.extractfile("sweep.jsonl").read() == b""  # stopped before it could record a row

@@ -1,0 +1,121 @@
+"""Run many tools/sweep_cluttered.py jobs at once on one GPU, against a deadline.
+
+    python tools/gpu_sweep.py --jobs anywhere_b256_e300_grid60_warp:1 anywhere_b256_e300_grid60_warp:2 \\
+        --deadline 535 --save-dir /tmp/runs --pack-dir out
+
+How benchmarks/results/cluttered_sweep.jsonl's GPU runs were made (benchmarks/README.md, "On a GPU"): this
+140k-parameter ViT keeps a GPU busy only a fraction of each step, so nine runs share one GPU (one process and
+one CPU thread each). Every job is ``sweep_cluttered.py --variants V --seeds S --save-dir ...``: it checkpoints
+every epoch, so a job stopped here resumes from its checkpoint when started again with the same --save-dir.
+
+Jobs are listed by priority, highest first. Every 10 s the script counts each job's logged epochs; from the
+last minute's rate it projects whether the high-priority jobs (the first --core jobs) will finish before the
+deadline, and if not it stops the lowest-priority job still running, at most once a minute, so the others get
+its share of the GPU. At the deadline it stops what is left. Then it packs into --pack-dir: results.tgz (the
+JSON lines, the per-epoch logs, the final weights) and, for the stopped jobs, their checkpoints as
+ckpt.tar.part-* pieces of 15 MB (``cat ckpt.tar.part-* | tar xf -`` to resume them elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+
+def epochs_logged(save_dir: str, job: tuple[str, int]) -> int:
+    try:
+        with open(f"{save_dir}/{job[0]}_seed{job[1]}.log") as log:
+            return sum(1 for line in log if line.startswith("epoch"))
+    except FileNotFoundError:
+        return 0
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", nargs="+", required=True, help="VARIANT:SEED, highest priority first")
+    p.add_argument("--deadline", type=float, required=True, help="seconds from start until every job is stopped")
+    p.add_argument("--core", type=int, help="how many of the first jobs must finish (default: all but one)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--save-dir", required=True, help="checkpoints, logs, weights and sweep.jsonl")
+    p.add_argument("--pack-dir", required=True, help="where results.tgz and the checkpoint pieces go")
+    args = p.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sweep_cluttered import VARIANTS, variant_config
+
+    jobs = []
+    for spec in args.jobs:
+        variant, _, seed = spec.rpartition(":")
+        if variant not in VARIANTS or not seed.isdigit():
+            raise SystemExit(f"--jobs takes VARIANT:SEED with a variant of tools/sweep_cluttered.py --list, "
+                             f"e.g. anywhere_b256_e300_grid60_warp:1; got {spec!r}")
+        jobs.append((variant, int(seed)))
+    core = args.core if args.core is not None else max(1, len(jobs) - 1)
+    os.makedirs(args.save_dir, exist_ok=True)
+    os.makedirs(args.pack_dir, exist_ok=True)
+    sweep = str(Path(__file__).resolve().parent / "sweep_cluttered.py")
+    procs = {}
+    for job in jobs:
+        cmd = [sys.executable, sweep, "--variants", job[0], "--seeds", str(job[1]), "--workers", "1",
+               "--device", args.device, "--save-dir", args.save_dir, "--out", f"{args.save_dir}/sweep.jsonl"]
+        out = open(f"{args.save_dir}/stdout_{job[0]}_{job[1]}.txt", "w")
+        procs[job] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def stop(job):  # the job's whole process group: the sweep and its worker
+        try:
+            os.killpg(procs[job].pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    start, history, stopped, last_stop = time.time(), [], [], 0.0
+    while True:
+        time.sleep(10)
+        now = time.time() - start
+        running = [j for j in jobs if procs[j].poll() is None and j not in stopped]
+        done = {j: epochs_logged(args.save_dir, j) for j in jobs}
+        history.append((now, done))
+        print(f"{now:5.0f} s, {len(running)} running: " + " ".join(f"{j[0]}:{j[1]}={done[j]}" for j in jobs),
+              flush=True)
+        if not running or now > args.deadline:
+            break
+        earlier = [h for h in history if h[0] <= now - 60]
+        if earlier and now - last_stop > 60 and len(running) > 1:
+            t0, done0 = earlier[-1]
+            late = []
+            for j in running:
+                total = variant_config(VARIANTS[j[0]]).epochs
+                rate = (done[j] - done0[j]) / (now - t0)  # epochs a second; 0 while a teacher trains
+                if jobs.index(j) < core and rate > 0 and (total - done[j]) / rate > 0.92 * (args.deadline - now):
+                    late.append(j)
+            if late:
+                print(f"late: {late}; stopping {running[-1]}", flush=True)
+                stop(running[-1])
+                stopped.append(running[-1])
+                last_stop = now
+    for job in jobs:
+        if procs[job].poll() is None:
+            stop(job)
+            stopped.append(job)
+    time.sleep(3)
+    with tarfile.open(f"{args.pack_dir}/results.tgz", "w:gz") as tar:
+        for pattern in ("*.jsonl", "*.log", "*.txt", "*.safetensors"):
+            for path in glob.glob(f"{args.save_dir}/{pattern}"):
+                tar.add(path, arcname=os.path.basename(path))
+    unfinished = [f"{j[0]}_seed{j[1]}" for j in stopped if os.path.isdir(f"{args.save_dir}/{j[0]}_seed{j[1]}")]
+    if unfinished:
+        with tarfile.open(f"{args.save_dir}/ckpt.tar", "w") as tar:
+            for name in unfinished:
+                tar.add(f"{args.save_dir}/{name}", arcname=name)
+        subprocess.run(["split", "-b", "15M", f"{args.save_dir}/ckpt.tar", f"{args.pack_dir}/ckpt.tar.part-"],
+                       check=True)
+    print("stopped:", stopped)
+
+
+if __name__ == "__main__":
+    main()
