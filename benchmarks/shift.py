@@ -26,12 +26,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 import vitedu
 from vitedu.cnn import ConvTeacher
 from vitedu.data import make_loaders
+from vitedu.pretrained import load_seed_pack
 from vitedu.shift import offset_accuracy
 from vitedu.train import PRESETS, train_teacher
 
@@ -46,19 +46,9 @@ SEEDS = (0, 1, 2)  # of the CNNs that --train-cnn trains
 
 
 def seed_pack(path: Path, build) -> tuple[list[torch.nn.Module], dict]:
-    """The models of a pack whose keys are 'seed{s}.<state_dict key>' (its metadata lists the seeds);
-    ``build(config)`` makes each one."""
-    with safe_open(str(path), "pt") as f:
-        config = json.loads(f.metadata()["config"])
-        seeds = [int(s) for s in f.metadata()["seeds"].split(",")]
-    tensors = load_file(str(path))
-    models = []
-    for seed in seeds:
-        state = {k.split(".", 1)[1]: v.float() for k, v in tensors.items() if k.startswith(f"seed{seed}.")}
-        model = build(config)
-        model.load_state_dict(state)
-        models.append(model.eval())
-    return models, config
+    """The models of a seed pack in vitedu/assets (vitedu.pretrained.load_seed_pack) and its recipe."""
+    models, meta = load_seed_pack(path.name, build)
+    return models, meta["config"]
 
 
 def vit(config: dict) -> torch.nn.Module:
