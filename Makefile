@@ -91,9 +91,9 @@ clean:
 
 # The trained weights shipped in the package (vitedu.create_model("vit_cluttered_digits", pretrained=True)):
 # retrain them with the preset's recipe (seed 1, fp32). The shipped file was trained on a GPU (an NVIDIA H200,
-# about 8 minutes beside eight other runs); on a CPU the same recipe takes hours (about 2 hours with two
-# threads; see benchmarks/README.md, "The honest task"). Another device or thread count rounds differently and
-# trains slightly different weights. tools/seed_weights.py packs the three seeds chapter 8 reads.
+# about 8 minutes beside eight other runs); on a CPU it takes an hour or more (about an hour with two threads,
+# two with one; see benchmarks/README.md, "The honest task"). Another device or thread count rounds differently
+# and trains slightly different weights. tools/seed_weights.py packs the three seeds chapter 8 reads.
 WEIGHTS_ARGS ?=
 .PHONY: weights
 weights: venv
