@@ -55,6 +55,17 @@ def test_shipped_model_reaches_the_issue_target():
     assert _shipped_test_accuracy() >= 0.985
 
 
+@pytest.mark.slow
+def test_shipped_model_reads_the_digit_at_every_sub_patch_offset():
+    # issue 31: no sub-patch shift of the digit below 97 % (1,000 test canvases an offset, a canvas seed no
+    # training or choice used, as benchmarks/shift.py draws them)
+    from vitedu.shift import offset_accuracy
+
+    torch.set_num_threads(min(2, torch.get_num_threads()))
+    model = vitedu.create_model("vit_cluttered_digits", pretrained=True)
+    assert offset_accuracy(model, patch_size=4, split="test", seed=11).min().item() >= 0.97
+
+
 def test_seed_packs_load_every_seed_with_its_recipe():
     """vitedu.pretrained.load_seed_pack: the packs chapter 8 reads on Colab (package data, not benchmarks/)."""
     from vitedu.cnn import ConvTeacher
@@ -65,9 +76,11 @@ def test_seed_packs_load_every_seed_with_its_recipe():
 
     models, meta = load_seed_pack("vit_cluttered_digits_3_seeds.safetensors", vit)
     assert meta["seeds"] == [1, 2, 3] and meta["config"]["position_step"] == 1 and len(models) == 3
-    # seed 1 is the shipped model, stored in float16: the same weights to float16 precision
-    shipped = vitedu.create_model("vit_cluttered_digits", pretrained=True).state_dict()
-    assert all(torch.allclose(models[0].state_dict()[k], v, atol=1e-3, rtol=1e-3) for k, v in shipped.items())
+    # the shipped model is a fourth seed (7) of the same recipe: the pack's recipe but for the seed, other weights
+    shipped = vitedu.create_model("vit_cluttered_digits", pretrained=True)
+    shipped_config = json.loads(shipped_metadata("vit_cluttered_digits")["config"])
+    assert shipped_config == {**meta["config"], "seed": 7} and meta["config"]["seed"] == 1
+    assert all(not torch.allclose(m.pos_embed, shipped.pos_embed, atol=1e-2) for m in models)
     assert not torch.equal(models[0].pos_embed, models[1].pos_embed)  # different runs, not one copied
     assert all(not m.training for m in models)
     cnns, meta = load_seed_pack("cnn_grid_3_seeds.safetensors", lambda config: ConvTeacher(1, 10))

@@ -568,3 +568,11 @@ def test_every_seed_and_epoch_draws_its_own_dropout_and_drop_path(monkeypatch):
         T.fit(replace(SMALL, epochs=2, teacher_epochs=0, seed=seed), device="cpu", log=quiet)
     assert len(set(seeds[:6])) == 6  # 3 seeds x 2 epochs: six different streams
     assert seeds[6:] == seeds[:2]  # seed 0 again: the same two
+
+
+def test_shortest_decimals_write_a_float32_statistic_as_it_was_written():
+    # a weight file's metadata says mean 0.0807, not float32's 0.08070000261068344
+    assert T.shortest_decimals(torch.tensor([0.0807, 0.2384])) == [0.0807, 0.2384]
+    assert torch.tensor([0.0807]).tolist() != [0.0807]  # what it avoids
+    third = T.shortest_decimals(torch.tensor([[1 / 3]]))  # needs all its digits, and keeps them
+    assert torch.tensor(third).item() == torch.tensor(1 / 3).item() and third != [1 / 3]
