@@ -8,9 +8,10 @@ The content map is ordinary attention. The positional map depends only on where 
 query i, through r_ij = (dx, dy, dx^2 + dy^2). Initialised with v_h = alpha * (2 Delta_x, 2 Delta_y, -1),
 its logit is -alpha * [(dx - Delta_x)^2 + (dy - Delta_y)^2] + const: a Gaussian blob centred at the
 offset Delta_h, one offset per head on a k x k grid (k = sqrt(h)) - together the heads cover a k x k
-neighbourhood, like a convolution, but each blob is soft: at alpha = 1 a head spreads its weight over the
-patches around Delta_h (32 % on the nearest with 9 heads; with 4 the centres fall between patches), and only a
-large alpha makes it one tap.
+neighbourhood, like a convolution, but each blob is a soft, learnable positional attention: at alpha = 1 a head
+puts 32 % on the patch at Delta_h and 96 % within one patch of it (9 heads); with 4 heads the centres fall between
+patches, 19 % on each of the 4 around Delta_h. Only a large alpha with integer offsets (k odd) approaches one tap of
+a convolution per head; with k even it tends to an average over a 2 x 2 block (chapter 9 prints these numbers).
 Each head learns how far to trust position (lambda_h up) or content (lambda_h down).
 
     patches + positions -> GPSA blocks -> insert [CLS] -> ordinary self-attention blocks -> head([CLS])
