@@ -6,11 +6,12 @@
     python tools/seed_weights.py --pack a.st b.st c.st --ship  # ... and ship the first as vit_cluttered_digits
 
 Chapter 8 reads the shipped vit_cluttered_digits (a fourth seed of the recipe, seed 7, written by `make
-weights`) and checks which of its observations also hold for these three seeds. Training three runs is too
-slow for a notebook on a CPU, so the chapter loads these. Weights are stored in float16 under "seed{N}." prefixes, about 0.8 MB for all three, in
-vitedu/assets so that they also work on Colab. The metadata records the recipe, the seeds, and each seed's val
-accuracy and test accuracy on the 2,000 stored test canvases: packing is where the chosen recipe's test
-accuracy is read, once, after the recipe was chosen on validation (benchmarks/README.md).
+weights`) and checks which of its observations also hold for these three seeds. Training three runs is too slow
+for a notebook on a CPU, so the chapter loads these. Weights are stored in float16 under "seed{N}." prefixes,
+about 0.8 MB for all three, in vitedu/assets so that they also work on Colab. The metadata records the recipe,
+the seeds, and each seed's val accuracy and test accuracy on the 2,000 stored test canvases: packing is where
+the chosen recipe's test accuracy is read, once, after the recipe was chosen on validation
+(benchmarks/README.md).
 
 How the packs were made: the three runs of the variant anywhere_b256_e300_grid60_warp of
 tools/sweep_cluttered.py (identical to the preset but for the seed), on a GPU, packed (the same for the
