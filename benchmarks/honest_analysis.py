@@ -29,7 +29,7 @@ def load(name: str, seed: int, device: str) -> torch.nn.Module | None:
         return None
     arm, fraction, lr = parse_job(name)
     model = build(config(arm, fraction, lr, seed))
-    model.load_state_dict(load_file(str(path)))
+    model.load_state_dict(load_file(str(path)))  # float16 on disk, copied into the float32 parameters
     return model.to(device).eval()
 
 

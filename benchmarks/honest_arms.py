@@ -189,7 +189,9 @@ def run_job(name: str, seed: int, device: str, save_dir: str, epochs: int | None
     if teacher is not None:
         loaders = T.make_loaders(c, torch.device(device))
         record["teacher_val_acc"] = T.evaluate(teacher, loaders["val"])[1]
-    weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    # float16 (as variants_seed0.safetensors): half the size, so that a wave's pack stays small
+    weights = {k: (v.half() if v.is_floating_point() else v).detach().cpu().contiguous()
+               for k, v in model.state_dict().items()}
     save_file(weights, f"{stem}.safetensors",
               metadata={"job": name, "seed": str(seed), "config": json.dumps(asdict(c))})
     return record

@@ -126,12 +126,12 @@ def collect(source: Path) -> None:
     seen = {(r["job"], r["seed"]) for r in records}
     rows = read_runs(unpacked / "sweep.jsonl")
     RUNS.parent.mkdir(parents=True, exist_ok=True)
-    with open(RUNS, "a") as out:
-        for row in rows:
-            if (row["job"], row["seed"]) not in seen:
+    for row in rows:
+        if (row["job"], row["seed"]) not in seen:
+            with open(RUNS, "a") as out:
                 out.write(json.dumps(row) + "\n")
-                seen.add((row["job"], row["seed"]))
-                new += 1
+            seen.add((row["job"], row["seed"]))
+            new += 1
     for folder in ("weights", "logs"):
         (WORK / folder).mkdir(parents=True, exist_ok=True)
     for path in unpacked.glob("*.safetensors"):
@@ -156,7 +156,7 @@ def main() -> None:
     s.add_argument("--wave", choices=["next"], required=True)
     s.add_argument("--size", type=int, default=WAVE)
     s.add_argument("--parallel", type=int, default=PARALLEL)
-    s.add_argument("--deadline", type=float, default=510, help="seconds until every job is stopped and packed")
+    s.add_argument("--deadline", type=float, default=480, help="seconds until every job is stopped and packed")
     s.add_argument("--device", default="cuda")
     s.add_argument("--save-dir", type=Path, default=SAVE)
     s.add_argument("--pack-dir", type=Path, required=True)

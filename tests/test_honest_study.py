@@ -192,3 +192,21 @@ def test_collect_merges_a_wave_once(tmp_path, monkeypatch):
     S.collect(wave)  # a second time adds nothing
     assert S.read_runs(tmp_path / "runs.jsonl") == [row]
     assert (tmp_path / "work" / "weights" / "vit_f1_lr0.004_seed0.safetensors").exists()
+
+
+def test_analyse_reads_test_once_for_the_final_runs_only(tmp_path, monkeypatch):
+    H = _load("honest_analysis")
+    monkeypatch.setattr(H, "SUMMARY", tmp_path / "summary.json")
+    scored = []
+    monkeypatch.setattr(H, "load", lambda name, seed, device: None if name.startswith("deit") else (name, seed))
+    monkeypatch.setattr(H, "score", lambda model, device: scored.append(model) or
+                        {"test_acc": 0.5, "offset_worst": 0.4, "offset_mean": 0.45, "offsets": []})
+    records = _tuned("convit", 1.0, 2e-3) + _tuned("deit", 1.0, 4e-3)
+    records += [_record("convit", 1.0, 2e-3, s, 0.9, train_seconds=60.0) for s in (1, 2)]
+    summary = H.analyse(records)
+    assert sorted(scored) == [(A.job_name("convit", 1.0, 2e-3), s) for s in A.SEEDS]  # not the other lrs
+    row = summary["final"]["convit"]["1.0"]
+    assert row["lr"] == 2e-3 and row["test_acc"] == {"mean": 0.5, "std": 0.0, "n": 3}
+    assert "deit_f1_lr0.004:1" in summary["missing"]  # not run yet, and said so
+    assert "convit_no_local_init_f1_lr0.002:0" in summary["missing"]  # ablations at the parent's choice
+    assert json.loads((tmp_path / "summary.json").read_text())["chosen_lr"] == {"convit@1.0": 2e-3, "deit@1.0": 4e-3}

@@ -8,12 +8,12 @@ How benchmarks/results/cluttered_sweep.jsonl's GPU runs were made (benchmarks/RE
 one CPU thread each). Every job is ``sweep_cluttered.py --variants V --seeds S --save-dir ...``: it checkpoints
 every epoch, so a job stopped here resumes from its checkpoint when started again with the same --save-dir.
 
-Jobs are listed by priority, highest first. Every 10 s the script counts each job's logged epochs; from the
-last minute's rate it projects whether the high-priority jobs (the first --core jobs) will finish before the
-deadline, and if not it stops the lowest-priority job still running, at most once a minute, so the others get
-its share of the GPU. At the deadline it stops what is left. Then it packs into --pack-dir: results.tgz (the
-JSON lines, the per-epoch logs, the final weights) and, for the stopped jobs, their checkpoints as
-ckpt.tar.part-* pieces of 15 MB (``cat ckpt.tar.part-* | tar xf -`` to resume them elsewhere).
+Jobs are listed by priority, highest first. Every --poll seconds (10) the script counts each job's logged
+epochs; from the last minute's rate it projects whether the high-priority jobs (the first --core jobs) will
+finish before the deadline, and if not it stops the lowest-priority job still running, at most once a minute,
+so the others get its share of the GPU. At the deadline it stops what is left. Then it packs into --pack-dir:
+results.tgz (the JSON lines, the per-epoch logs, the final weights) and, for the stopped jobs, their checkpoints
+as ckpt.tar.part-* pieces of 15 MB (``cat ckpt.tar.part-* | tar xf -`` to resume them elsewhere).
 
 Two generalisations (chapter 9's honest study, benchmarks/honest_study.py, uses both): ``--runner FILE`` runs
 another script's jobs. The file must define ``job_epochs(name)`` (the epochs a job logs, None for a name that is
@@ -71,6 +71,7 @@ def main() -> None:
     p.add_argument("--runner", type=Path, default=Path(__file__).resolve().parent / "sweep_cluttered.py",
                    help="the script that runs one job (default: tools/sweep_cluttered.py)")
     p.add_argument("--parallel", type=int, help="at most this many jobs at once (default: all)")
+    p.add_argument("--poll", type=float, default=10.0, help="seconds between looks at the jobs")
     args = p.parse_args()
     runner = load_runner(args.runner.resolve())
 
@@ -108,7 +109,7 @@ def main() -> None:
 
     start, history, stopped, last_stop = time.time(), [], [], 0.0
     while True:
-        time.sleep(10)
+        time.sleep(args.poll)
         now = time.time() - start
         running = [j for j in procs if procs[j].poll() is None and j not in stopped]
         pending = [j for j in jobs if j not in procs]
