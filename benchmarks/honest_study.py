@@ -28,7 +28,18 @@ import tarfile
 from pathlib import Path
 
 from comparison import pick
-from honest_arms import ABLATION_FRACTIONS, ABLATIONS, ARMS, FRACTIONS, LRS, SEEDS, job_epochs, job_name, run_job
+from honest_arms import (
+    ABLATION_FRACTIONS,
+    ABLATIONS,
+    ARMS,
+    FRACTIONS,
+    LRS,
+    SEEDS,
+    job_epochs,
+    job_name,
+    parameter_counts,
+    run_job,
+)
 
 from vitedu.checkpoints import STATE_FILE
 
@@ -94,6 +105,9 @@ def started_jobs(save: Path = SAVE) -> set[tuple[str, int]]:
 
 
 def show_plan(size: int) -> None:
+    counts = parameter_counts()
+    print("parameters: " + ", ".join(f"{arm} {n:,}" for arm, n in counts.items()) +
+          f"; largest / smallest = {max(counts.values()) / min(counts.values()):.3f}")
     records = read_runs()
     todo, waiting = plan(records, started_jobs())
     print(f"{total_runs()} runs in the study, {len(records)} done, {len(todo)} runnable now, {waiting} waiting "
@@ -142,6 +156,7 @@ def collect(source: Path) -> None:
     if parts:
         SAVE.mkdir(parents=True, exist_ok=True)
         subprocess.run(f"cat {' '.join(map(str, parts))} | tar xf - -C {SAVE}", shell=True, check=True)
+    (SAVE / "ckpt.tar").unlink(missing_ok=True)  # gpu_sweep's packing, if the wave ran here: not to be carried
     for name, seed in seen:  # a finished job needs no checkpoint any more
         shutil.rmtree(SAVE / f"{name}_seed{seed}", ignore_errors=True)
     print(f"{new} new runs in {RUNS} ({len(seen)} in all); {len(started_jobs())} stopped jobs to resume in {SAVE}")
