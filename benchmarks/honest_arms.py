@@ -179,10 +179,12 @@ def run_job(name: str, seed: int, device: str, save_dir: str, epochs: int | None
         result = T.fit(c, out=stem, resume=True, device=device, progress=False, log=log, precision="fp32")
         model, history, teacher = result.model, result.history, result.teacher
     seconds = time.perf_counter() - start
+    resumed = "resuming" in Path(f"{stem}.log").read_text()  # then "seconds" is this process's share only
     record = {"job": name, "arm": arm, "fraction": fraction, "lr": lr, "seed": seed, "epochs": c.epochs,
               "val_acc": history.val_acc[-1], "val_loss": history.val_loss[-1],
               "val_curve": [round(a, 4) for a in history.val_acc],
               "parameters": sum(p.numel() for p in model.parameters()), "seconds": round(seconds, 1),
+              "resumed": resumed,
               # training time alone, summed over every epoch even across a resume (not teacher, not validation)
               "train_seconds": round(sum(C.CLUTTERED_SIZES["train"] / speed for speed in history.images_per_s), 1),
               "device": str(device), "config": asdict(c)}

@@ -159,6 +159,7 @@ def test_a_job_resumes_its_checkpoint_and_writes_val_numbers_and_weights(tmp_pat
     record = A.run_job(name, 1, "cpu", str(tmp_path), epochs=2)
     assert "resuming" in (tmp_path / f"{name}_seed1.log").read_text()
     assert record["epochs"] == 2 and len(record["val_curve"]) == 2 and 0 <= record["val_acc"] <= 1
+    assert record["resumed"] and record["train_seconds"] > 0
     assert not any("test" in k for k in record)  # validation numbers only
     weights = load_file(str(tmp_path / f"{name}_seed1.safetensors"))
     assert set(weights) == set(A.build(c).state_dict())
