@@ -5,7 +5,8 @@ exists; then every final run (``honest_study.final_jobs``: the chosen recipes, t
 their parent's choice) is loaded from its weights and scored once on the test canvases, the digit anywhere, and
 on the shift experiment (``vitedu.shift.offset_accuracy`` on test canvases: accuracy at each of the 16 sub-patch
 offsets of the digit). ``SUMMARY`` holds the choices, the tuning table (val), and for every arm/ablation and
-fraction the per-seed and mean +- std test accuracy, worst and mean offset accuracy, and training seconds.
+fraction the per-seed and mean +- std test accuracy, worst and mean offset accuracy, and the seconds of training
+and of the teacher's training (the wall-clock to report beside accuracy; measured on whatever GPU ran the wave).
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def analyse(records: list[dict], device: str = "cpu") -> dict:
         if model is None:
             missing.append(f"{name}:{seed}")
             continue
-        final[name, seed] = {**score(model, device), "train_seconds": by_job[name, seed].get("train_seconds")}
+        run = by_job[name, seed]
+        final[name, seed] = {**score(model, device), "train_seconds": run.get("train_seconds"),
+                             "teacher_seconds": run.get("teacher_seconds")}
     table: dict = {}
     for (name, seed), numbers in final.items():
         arm, fraction, lr = parse_job(name)
@@ -66,7 +69,7 @@ def analyse(records: list[dict], device: str = "cpu") -> dict:
         row["seeds"][seed] = numbers
     for arm in table.values():
         for row in arm.values():
-            for metric in ("test_acc", "offset_worst", "offset_mean", "train_seconds"):
+            for metric in ("test_acc", "offset_worst", "offset_mean", "train_seconds", "teacher_seconds"):
                 values = [s[metric] for s in row["seeds"].values() if s[metric] is not None]
                 row[metric] = mean_std(values) if values else None
     summary = {"chosen_lr": {f"{a}@{f}": lr for (a, f), lr in chosen.items()},

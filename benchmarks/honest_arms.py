@@ -170,8 +170,13 @@ def run_job(name: str, seed: int, device: str, save_dir: str, epochs: int | None
     Path(save_dir).mkdir(parents=True, exist_ok=True)
     stem = f"{save_dir}/{name}_seed{seed}"
     log_file = open(f"{stem}.log", "a")
-    log = lambda line: print(line, file=log_file, flush=True)  # noqa: E731
-    start = time.perf_counter()
+    start, teacher_seconds = time.perf_counter(), []
+
+    def log(line: str) -> None:
+        if line.startswith("teacher:"):  # fit logs this when the teacher has trained (in this process)
+            teacher_seconds.append(round(time.perf_counter() - start, 1))
+        print(line, file=log_file, flush=True)
+
     if c.model == "cnn":
         model, history = train_cnn(c, Path(stem), device, log)
         teacher = None
@@ -185,6 +190,8 @@ def run_job(name: str, seed: int, device: str, save_dir: str, epochs: int | None
               "val_curve": [round(a, 4) for a in history.val_acc],
               "parameters": sum(p.numel() for p in model.parameters()), "seconds": round(seconds, 1),
               "resumed": resumed,
+              # the teacher's training (with the data set-up before it): part of a distilled arm's cost
+              "teacher_seconds": teacher_seconds[0] if teacher_seconds else (0.0 if not c.teacher_epochs else None),
               # training time alone, summed over every epoch even across a resume (not teacher, not validation)
               "train_seconds": round(sum(C.CLUTTERED_SIZES["train"] / speed for speed in history.images_per_s), 1),
               "device": str(device), "config": asdict(c)}
