@@ -96,8 +96,9 @@ def plan(records: list[dict], started: set[tuple[str, int]] = frozenset()) -> tu
     return todo, total_runs() - len(done) - len(todo)
 
 
-def started_jobs(save: Path = SAVE) -> set[tuple[str, int]]:
-    found = set()
+def started_jobs(save: Path | None = None) -> set[tuple[str, int]]:
+    """Jobs with a checkpoint in ``save`` (default SAVE): stopped by a wave, to be resumed."""
+    save, found = SAVE if save is None else save, set()
     for state in glob.glob(f"{save}/*_seed*/{STATE_FILE}"):  # written last in a checkpoint
         name, _, seed = Path(state).parent.name.rpartition("_seed")
         found.add((name, int(seed)))
@@ -128,6 +129,8 @@ def gpu(args: argparse.Namespace) -> None:
            "--device", args.device, "--save-dir", str(args.save_dir), "--pack-dir", str(args.pack_dir)]
     print(" ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
+    print(f"next, where the repository is kept: honest_study.py collect --from <the folder {args.pack_dir} "
+          "came back to>, then commit benchmarks/results/honest_study/runs.jsonl", flush=True)
 
 
 def collect(source: Path) -> None:
