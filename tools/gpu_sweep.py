@@ -8,19 +8,28 @@ How benchmarks/results/cluttered_sweep.jsonl's GPU runs were made (benchmarks/RE
 one CPU thread each). Every job is ``sweep_cluttered.py --variants V --seeds S --save-dir ...``: it checkpoints
 every epoch, so a job stopped here resumes from its checkpoint when started again with the same --save-dir.
 
-Jobs are listed by priority, highest first. Every 10 s the script counts each job's logged epochs; from the
-last minute's rate it projects whether the high-priority jobs (the first --core jobs) will finish before the
-deadline, and if not it stops the lowest-priority job still running, at most once a minute, so the others get
-its share of the GPU. At the deadline it stops what is left. Then it packs into --pack-dir: results.tgz (the
-JSON lines, the per-epoch logs, the final weights) and, for the stopped jobs, their checkpoints as
-ckpt.tar.part-* pieces of 15 MB (``cat ckpt.tar.part-* | tar xf -`` to resume them elsewhere).
+Jobs are listed by priority, highest first. Every --poll seconds (10) the script counts each job's logged
+epochs; from the last minute's rate it projects whether the high-priority jobs (the first --core jobs) will
+finish before the deadline, and if not it stops the lowest-priority job still running, at most once a minute,
+so the others get its share of the GPU. At the deadline it stops what is left. Then it packs into --pack-dir:
+results.tgz (the JSON lines, the per-epoch logs, the final weights) and, for the stopped jobs, their checkpoints
+as ckpt.tar.part-* pieces of 15 MB (``cat ckpt.tar.part-* | tar xf -`` to resume them elsewhere).
+
+Two generalisations (chapter 9's honest study, benchmarks/honest_study.py, uses both): ``--runner FILE`` runs
+another script's jobs. The file must define ``job_epochs(name)`` (the epochs a job logs, None for a name that is
+not a job), may define ``RUN_COMMAND`` (words put before its arguments), and must take sweep_cluttered.py's
+``--variants NAME --seeds S --workers 1 --device D --save-dir DIR --out FILE`` and log ``NAME_seedS.log`` with one
+line starting "epoch" an epoch. ``--parallel K`` runs at most K jobs at once; the next job in priority order
+starts when one ends (a job that never started is reported as such; only running jobs are stopped when late).
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -30,11 +39,25 @@ from pathlib import Path
 
 
 def epochs_logged(save_dir: str, job: tuple[str, int]) -> int:
+    """Epochs the job has done: its "epoch" lines, after the epoch a "resuming ... after epoch N" line names."""
+    count = 0
     try:
         with open(f"{save_dir}/{job[0]}_seed{job[1]}.log") as log:
-            return sum(1 for line in log if line.startswith("epoch"))
+            for line in log:
+                resumed = re.match(r"resuming .* after epoch (\d+)", line)
+                count = int(resumed[1]) if resumed else count + line.startswith("epoch")
     except FileNotFoundError:
-        return 0
+        pass
+    return count
+
+
+def load_runner(path: Path):
+    """The module of a runner script (see the module docstring); sweep_cluttered.py is the default."""
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main() -> None:
@@ -45,27 +68,38 @@ def main() -> None:
     p.add_argument("--device", default="cuda")
     p.add_argument("--save-dir", required=True, help="checkpoints, logs, weights and sweep.jsonl")
     p.add_argument("--pack-dir", required=True, help="where results.tgz and the checkpoint pieces go")
+    p.add_argument("--runner", type=Path, default=Path(__file__).resolve().parent / "sweep_cluttered.py",
+                   help="the script that runs one job (default: tools/sweep_cluttered.py)")
+    p.add_argument("--parallel", type=int, help="at most this many jobs at once (default: all)")
+    p.add_argument("--poll", type=float, default=10.0, help="seconds between looks at the jobs")
     args = p.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from sweep_cluttered import VARIANTS, variant_config
+    runner = load_runner(args.runner.resolve())
 
     jobs = []
     for spec in args.jobs:
         variant, _, seed = spec.rpartition(":")
-        if variant not in VARIANTS or not seed.isdigit():
-            raise SystemExit(f"--jobs takes VARIANT:SEED with a variant of tools/sweep_cluttered.py --list, "
-                             f"e.g. anywhere_b256_e300_grid60_warp:1; got {spec!r}")
+        if runner.job_epochs(variant) is None or not seed.isdigit():
+            raise SystemExit(f"--jobs takes VARIANT:SEED with a job name of {args.runner.name} (for "
+                             f"tools/sweep_cluttered.py a variant of --list, e.g. anywhere_b256_e300_grid60_warp:1); "
+                             f"got {spec!r}")
         jobs.append((variant, int(seed)))
+    if args.parallel is not None and args.parallel < 1:
+        raise SystemExit(f"--parallel is how many jobs run at once, at least 1; got {args.parallel}")
+    parallel = args.parallel or len(jobs)
     core = args.core if args.core is not None else max(1, len(jobs) - 1)
     os.makedirs(args.save_dir, exist_ok=True)
     os.makedirs(args.pack_dir, exist_ok=True)
-    sweep = str(Path(__file__).resolve().parent / "sweep_cluttered.py")
     procs = {}
-    for job in jobs:
-        cmd = [sys.executable, sweep, "--variants", job[0], "--seeds", str(job[1]), "--workers", "1",
-               "--device", args.device, "--save-dir", args.save_dir, "--out", f"{args.save_dir}/sweep.jsonl"]
+
+    def launch(job):
+        cmd = [sys.executable, str(args.runner.resolve()), *getattr(runner, "RUN_COMMAND", []), "--variants", job[0],
+               "--seeds", str(job[1]), "--workers", "1", "--device", args.device, "--save-dir", args.save_dir,
+               "--out", f"{args.save_dir}/sweep.jsonl"]
         out = open(f"{args.save_dir}/stdout_{job[0]}_{job[1]}.txt", "w")
         procs[job] = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    for job in jobs[:parallel]:
+        launch(job)
 
     def stop(job):  # the job's whole process group: the sweep and its worker
         try:
@@ -75,9 +109,13 @@ def main() -> None:
 
     start, history, stopped, last_stop = time.time(), [], [], 0.0
     while True:
-        time.sleep(10)
+        time.sleep(args.poll)
         now = time.time() - start
-        running = [j for j in jobs if procs[j].poll() is None and j not in stopped]
+        running = [j for j in procs if procs[j].poll() is None and j not in stopped]
+        pending = [j for j in jobs if j not in procs]
+        while pending and len(running) < parallel and now <= args.deadline:  # a slot is free: the next job
+            launch(pending[0])
+            running.append(pending.pop(0))
         done = {j: epochs_logged(args.save_dir, j) for j in jobs}
         history.append((now, done))
         print(f"{now:5.0f} s, {len(running)} running: " + " ".join(f"{j[0]}:{j[1]}={done[j]}" for j in jobs),
@@ -85,11 +123,11 @@ def main() -> None:
         if not running or now > args.deadline:
             break
         earlier = [h for h in history if h[0] <= now - 60]
-        if earlier and now - last_stop > 60 and len(running) > 1:
+        if earlier and now - last_stop > 60 and len(running) > 1 and not pending:
             t0, done0 = earlier[-1]
             late = []
             for j in running:
-                total = variant_config(VARIANTS[j[0]]).epochs
+                total = runner.job_epochs(j[0])
                 rate = (done[j] - done0[j]) / (now - t0)  # epochs a second; 0 while a teacher trains
                 if jobs.index(j) < core and rate > 0 and (total - done[j]) / rate > 0.92 * (args.deadline - now):
                     late.append(j)
@@ -98,7 +136,7 @@ def main() -> None:
                 stop(running[-1])
                 stopped.append(running[-1])
                 last_stop = now
-    for job in jobs:
+    for job in procs:
         if procs[job].poll() is None:
             stop(job)
             stopped.append(job)
@@ -115,6 +153,7 @@ def main() -> None:
         subprocess.run(["split", "-b", "15M", f"{args.save_dir}/ckpt.tar", f"{args.pack_dir}/ckpt.tar.part-"],
                        check=True)
     print("stopped:", stopped)
+    print("not started:", [j for j in jobs if j not in procs])
 
 
 if __name__ == "__main__":

@@ -95,6 +95,11 @@ def variant_config(overrides: dict, seed: int = 0):
     return replace(preset, **{**overrides, "model_kwargs": model_kwargs}, seed=seed)
 
 
+def job_epochs(name: str) -> int | None:
+    """The epochs a variant's run logs (tools/gpu_sweep.py's progress); None for a name that is not a variant."""
+    return variant_config(VARIANTS[name]).epochs if name in VARIANTS else None
+
+
 def score(model: torch.nn.Module, device: str, position_step: int) -> dict:
     """Val accuracy on the 2,000 fixed val canvases and on 10,000 more, both with the digit's cell at multiples of
     ``position_step``; accuracy per sub-patch offset of the digit (1,000 val canvases each, the worst and the mean);

@@ -88,7 +88,8 @@ _TIMM_NAMES = {"ls1.gamma": "gamma_1", "ls2.gamma": "gamma_2"}
 
 def _to_timm_names(module: nn.Module, state_dict: dict, prefix: str, local_metadata: dict) -> None:
     for ours, theirs in _TIMM_NAMES.items():
-        state_dict[prefix + theirs] = state_dict.pop(prefix + ours)
+        if prefix + ours in state_dict:  # absent without LayerScale (layer_scale=False)
+            state_dict[prefix + theirs] = state_dict.pop(prefix + ours)
 
 
 def _from_timm_names(module: nn.Module, state_dict: dict, prefix: str, *args) -> None:
@@ -106,14 +107,15 @@ class LayerScaleBlock(Block):
     def __init__(
         self, dim: int, num_heads: int, mlp_ratio: float = 4.0, qkv_bias: bool = True, proj_drop: float = 0.0,
         attn_drop: float = 0.0, drop_path: float = 0.0, init_values: float = 1e-4, norm_eps: float = 1e-6,
-        attn_class: type[nn.Module] = TalkingHeadAttention,
+        attn_class: type[nn.Module] = TalkingHeadAttention, layer_scale: bool = True,
     ) -> None:
         if not init_values:
             raise ValueError(f"CaiT blocks always have LayerScale: init_values must be > 0, got {init_values!r}")
         attn = attn_class(dim, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop, proj_drop=proj_drop)
+        # layer_scale=False is an ablation (chapter 9's study): the residual branches are added unscaled.
         super().__init__(dim, num_heads, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, proj_drop=proj_drop,
-                         attn_drop=attn_drop, drop_path=drop_path, init_values=init_values, norm_eps=norm_eps,
-                         attn_layer=attn)
+                         attn_drop=attn_drop, drop_path=drop_path, init_values=init_values if layer_scale else None,
+                         norm_eps=norm_eps, attn_layer=attn)
         self.register_state_dict_post_hook(_to_timm_names)
         self.register_load_state_dict_pre_hook(_from_timm_names)
 
@@ -147,6 +149,10 @@ class Cait(ClassTokenClassifier):
     the self-attention layers fill the patch rows and columns (row and column 0 stay zero: [CLS] has not joined),
     the class-attention layers fill row 0 only. Talking heads mix the heads after the softmax, so the self-attention
     rows need not sum to one.
+    Three switches take one of CaiT's ideas out, for ablations (all on by default, as in the paper):
+    ``talking_heads=False`` (ordinary multi-head attention in the self-attention stage), ``layer_scale=False``
+    (no LayerScale anywhere) and ``class_attention=False`` ([CLS] still joins late, but as one more token of
+    ordinary self-attention blocks that update the patches too).
     """
 
     def __init__(
@@ -167,6 +173,9 @@ class Cait(ClassTokenClassifier):
         depth_token_only: int = 2,
         mlp_ratio_token_only: float = 4.0,
         norm_eps: float = 1e-6,
+        talking_heads: bool = True,
+        layer_scale: bool = True,
+        class_attention: bool = True,
     ) -> None:
         super().__init__()
         if depth_token_only < 1:
@@ -183,14 +192,20 @@ class Cait(ClassTokenClassifier):
         self.pos_embed = learned_pos_embed(self.patch_embed.num_patches, embed_dim)  # patches only
         self.pos_drop = nn.Dropout(drop_rate)
         common = dict(dim=embed_dim, num_heads=num_heads, qkv_bias=qkv_bias, init_values=init_values,
-                      norm_eps=norm_eps)
+                      norm_eps=norm_eps, layer_scale=layer_scale)
         self.blocks = nn.ModuleList(
             LayerScaleBlock(mlp_ratio=mlp_ratio, proj_drop=drop_rate, attn_drop=attn_drop_rate,
-                            drop_path=drop_path_rate, **common)
+                            drop_path=drop_path_rate, **common,
+                            attn_class=TalkingHeadAttention if talking_heads else MultiHeadSelfAttention)
             for _ in range(depth)
         )
+        # class_attention=False (an ablation): the last layers are ordinary self-attention over [CLS] and the
+        # patches, [CLS] still joining late, so the patches are updated too; no talking heads there either.
+        self.class_attention = class_attention
         self.blocks_token_only = nn.ModuleList(
-            ClassAttentionBlock(mlp_ratio=mlp_ratio_token_only, **common) for _ in range(depth_token_only)
+            ClassAttentionBlock(mlp_ratio=mlp_ratio_token_only, **common) if class_attention else
+            LayerScaleBlock(mlp_ratio=mlp_ratio_token_only, **common, attn_class=MultiHeadSelfAttention)
+            for _ in range(depth_token_only)
         )
         self.norm = nn.LayerNorm(embed_dim, eps=norm_eps)
         self.head_drop = nn.Dropout(drop_rate)
@@ -204,6 +219,12 @@ class Cait(ClassTokenClassifier):
             x, weights = block(x, need_weights=need_weights)
             maps.append(weights)
         cls = self.cls_token.expand(x.shape[0], -1, -1)  # (batch, 1, dim): [CLS] enters only now
+        if not self.class_attention:  # the ablation: [CLS] joins as one more token of self-attention
+            x = torch.cat([cls, x], dim=1)  # (batch, 1 + patches, dim)
+            for block in self.blocks_token_only:
+                x, weights = block(x, need_weights=need_weights)
+                maps.append(weights)
+            return self.norm(x), maps
         for block in self.blocks_token_only:
             cls, weights = block(x, cls, need_weights=need_weights)
             maps.append(weights)

@@ -64,6 +64,7 @@ class GatedPositionalSelfAttention(AttentionBase):
         attn_drop: float = 0.0,
         proj_drop: float = 0.0,
         locality_strength: float = 1.0,
+        content_only: bool = False,
     ) -> None:
         super().__init__(dim, num_heads, attn_drop=attn_drop, proj_drop=proj_drop, fused_attn=False)
         kernel = math.isqrt(num_heads)
@@ -79,6 +80,10 @@ class GatedPositionalSelfAttention(AttentionBase):
         self.proj = nn.Linear(dim, dim)
         self.pos_proj = nn.Linear(3, num_heads)  # v_h: one row per head, read against r_ij = (dx, dy, d^2)
         self.gating_param = nn.Parameter(torch.ones(num_heads))  # lambda_h
+        # content_only=True (an ablation): every gate frozen shut, sigmoid(lambda_h) = 0, content attention alone.
+        self.content_only = content_only
+        if content_only:
+            self.gating_param.requires_grad_(False)
         # A function of the grid only: a buffer that follows .to(device), not saved in checkpoints.
         self.register_buffer("rel_indices", relative_positions(grid_size), persistent=False)
 
@@ -117,6 +122,8 @@ class GatedPositionalSelfAttention(AttentionBase):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor]:
         content = ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)  # (batch, heads, queries, keys)
+        if self.content_only:
+            return self.attn_drop(content) @ v, content
         gate = torch.sigmoid(self.gating_param).view(-1, 1, 1)  # (heads, 1, 1): share of position
         weights = (1 - gate) * content + gate * self.positional_attention()  # rows still sum to one
         return self.attn_drop(weights) @ v, weights  # (batch, heads, patches, head_dim)
@@ -132,6 +139,9 @@ class ConVit(ClassTokenClassifier):
     width D (timm's ConVit takes the width per head and multiplies it by num_heads).
     ``attention_maps(images)`` -> (depth, batch, heads, 1 + patches, 1 + patches), [CLS] first; in the GPSA layers
     row 0 and column 0 are zero ([CLS] joins after them), so a patch query's row is ``maps[layer][:, :, 1 + i, 1:]``.
+    Two switches for ablations (defaults as in the paper): ``locality_init=False`` leaves GPSA with timm's random
+    start instead of the convolution-like one; ``content_only=True`` freezes every gate shut (content attention
+    alone; the positional parameters stay, unused).
     """
 
     def __init__(
@@ -151,6 +161,8 @@ class ConVit(ClassTokenClassifier):
         local_up_to_layer: int = 3,
         locality_strength: float = 1.0,
         norm_eps: float = 1e-6,
+        locality_init: bool = True,
+        content_only: bool = False,
     ) -> None:
         super().__init__()
         if not 0 <= local_up_to_layer < depth:
@@ -175,7 +187,7 @@ class ConVit(ClassTokenClassifier):
                 attn_drop=attn_drop_rate, drop_path=dp, norm_eps=norm_eps,
                 attn_layer=GatedPositionalSelfAttention(
                     embed_dim, num_heads, grid_size=grid, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
-                    proj_drop=drop_rate, locality_strength=locality_strength,
+                    proj_drop=drop_rate, locality_strength=locality_strength, content_only=content_only,
                 ) if i < local_up_to_layer else None,  # None: the block's ordinary multi-head attention
             )
             for i, dp in enumerate(drop_path_rates(drop_path_rate, depth))
@@ -184,7 +196,7 @@ class ConVit(ClassTokenClassifier):
         self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(embed_dim, num_classes) if num_classes > 0 else nn.Identity()
         init_linear_layers(self)  # timm's initialisation, then the convolution-like start of GPSA
-        for block in self.blocks[:local_up_to_layer]:
+        for block in self.blocks[:local_up_to_layer] if locality_init else []:
             block.attn.local_init()
 
     def _encode(self, images: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
@@ -200,4 +212,6 @@ class ConVit(ClassTokenClassifier):
     def gates(self) -> Tensor:
         """sigmoid(lambda) of every GPSA layer: the share of positional attention. -> (gpsa_layers, heads)"""
         lambdas = [block.attn.gating_param.detach() for block in self.blocks[: self.local_up_to_layer]]
+        if lambdas and self.blocks[0].attn.content_only:  # the ablation's gates are shut
+            return torch.zeros(len(lambdas), len(lambdas[0]))
         return torch.sigmoid(torch.stack(lambdas)) if lambdas else self.cls_token.new_zeros(0, 0)

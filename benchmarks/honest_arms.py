@@ -1,0 +1,206 @@
+"""Chapter 9's study on the honest task (issue 25): the arms, the ablations, the budget, and one run of one job.
+
+The task is chapter 8's: one digit at any pixel of a 32x32 canvas of clutter (``position_step=1``). Every run,
+whatever its arm, has the same budget (``BASE``): ``EPOCHS`` epochs of 10,000 fresh canvases in batches of 256
+(``EPOCHS * 40`` AdamW steps), the first ``GRID_EPOCHS`` with the digit on the patch grid as a curriculum, each
+digit warped about its centre, chapter 8's warm-up, cosine, weight decay, label smoothing, clipping and
+stochastic depth 0.1. That is ``PRESETS["cluttered_digits"]`` shortened from 300 to 100 epochs (and 60 to 20 on
+the grid) so that the study fits a few GPU calls, with three changes that are the same for every arm: no teacher
+unless the arm is about distillation, and timm's initialisation with learned positions (the shipped ViT's mimetic
+start and sin-cos positions are left out: DeiT, CaiT and ConViT do not take them, so the ViT arm is *not* the
+shipped model). A run with ``train_fraction`` f draws its canvases from the same stratified f of the training
+digits for every arm (and for a teacher): fewer distinct digits, not fewer canvases or steps.
+
+Arms (``ARMS``; 139-141k parameters each, ``parameter_counts``): ViT, DeiT ([DIST] token, hard distillation
+from a ``TEACHER_EPOCHS``-epoch convnet teacher, as in the paper), CaiT, ConViT and a CNN (``ConvTeacher`` of
+width 40, trained alone with the same loop and recipe). Ablations (``ABLATIONS``) each change ONE thing of
+their parent and train at the learning rate chosen for the parent arm at that fraction.
+
+A job is (arm, fraction, lr) plus a seed, named ``job_name`` (e.g. ``convit_f0.1_lr0.004``) so that
+``tools/gpu_sweep.py --runner benchmarks/honest_study.py`` can run it: it checkpoints every epoch into its save
+dir and resumes, logs one line an epoch, and writes one JSON line of validation numbers and its weights. No test
+number is computed here: ``honest_study.py analyse`` reads test once, for the final runs only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from vitedu import cluttered as C
+from vitedu import train as T
+from vitedu.checkpoints import STATE_FILE, load_checkpoint, save_checkpoint
+from vitedu.cnn import ConvTeacher
+from vitedu.models import create_model
+from vitedu.utils import seed_everything
+
+EPOCHS, GRID_EPOCHS, TEACHER_EPOCHS = 100, 20, 30
+BASE = replace(T.PRESETS["cluttered_digits"], epochs=EPOCHS, grid_epochs=GRID_EPOCHS, teacher_epochs=0, seed=0,
+               model_kwargs={"drop_path_rate": 0.1})
+HARD = dict(teacher_epochs=TEACHER_EPOCHS, distill_temperature=0.0, distill_alpha=0.5)  # DeiT's hard distillation
+CNN_WIDTH = 40  # 139,930 parameters, like the transformers' 139-141k
+ARMS: dict[str, dict] = {  # arm -> what differs from BASE
+    "vit": dict(model="vit_cluttered_digits"),
+    "deit": dict(model="deit_cluttered_digits", **HARD),  # [DIST] learns the teacher, [CLS] the labels
+    "cait": dict(model="cait_cluttered_digits"),
+    "convit": dict(model="convit_cluttered_digits"),
+    "cnn": dict(model="cnn"),  # not a registry name: ConvTeacher(width=CNN_WIDTH), see train_cnn
+}
+# ablation -> (parent arm, the one change, what it tests). DeiT's own ablation (Touvron et al., 2021, table 8):
+# no distillation, soft (usual) distillation, hard distillation through [CLS], and the [DIST] token (the deit arm).
+ABLATIONS: dict[str, tuple[str, dict, str]] = {
+    "convit_content_gates": ("convit", {"model_kwargs": {"content_only": True}}, "GPSA gates frozen to content"),
+    "convit_no_local_init": ("convit", {"model_kwargs": {"locality_init": False}}, "no locality initialisation"),
+    "cait_no_class_attention": ("cait", {"model_kwargs": {"class_attention": False}},
+                                "[CLS] in ordinary self-attention instead of class attention"),
+    "cait_no_layerscale": ("cait", {"model_kwargs": {"layer_scale": False}}, "no LayerScale"),
+    "cait_no_talking_heads": ("cait", {"model_kwargs": {"talking_heads": False}}, "no talking heads"),
+    "deit_hard_cls": ("deit", {"model": "vit_cluttered_digits"}, "no [DIST] token: hard distillation on [CLS]"),
+    "deit_soft_cls": ("deit", {"model": "vit_cluttered_digits", "distill_temperature": 4.0},
+                      "no [DIST] token, soft distillation (T=4) on [CLS]"),
+    "deit_none": ("deit", {"model": "vit_cluttered_digits", "teacher_epochs": 0}, "no [DIST] token, no teacher"),
+}
+LRS = (2e-3, 4e-3, 8e-3)  # per arm and fraction, on validation; 4e-3 is the shipped recipe's
+FRACTIONS = (0.05, 0.1, 0.25, 1.0)
+ABLATION_FRACTIONS = (0.1, 1.0)
+SEEDS = (0, 1, 2)
+_NAME = re.compile(r"^(?P<arm>[a-z_]+)_f(?P<fraction>[0-9.]+)_lr(?P<lr>[0-9.e-]+)$")
+
+
+def arm_overrides(arm: str) -> dict:
+    """What ``arm`` (a main arm or an ablation) changes in BASE; an ablation's change goes on top of its parent's."""
+    if arm in ARMS:
+        return dict(ARMS[arm])
+    if arm in ABLATIONS:
+        parent, change, _ = ABLATIONS[arm]
+        merged = {**ARMS[parent], **change}
+        merged["model_kwargs"] = {**ARMS[parent].get("model_kwargs", {}), **change.get("model_kwargs", {})}
+        return merged
+    raise ValueError(f"unknown arm {arm!r}: the arms are {sorted(ARMS)} and the ablations {sorted(ABLATIONS)}")
+
+
+def config(arm: str, fraction: float, lr: float, seed: int = 0) -> T.TrainConfig:
+    """The TrainConfig of one run: BASE with the arm's changes, at this fraction, learning rate and seed."""
+    changes = arm_overrides(arm)
+    model_kwargs = {**BASE.model_kwargs, **changes.pop("model_kwargs", {})}
+    return replace(BASE, **changes, model_kwargs=model_kwargs, train_fraction=fraction, lr=lr, seed=seed)
+
+
+def job_name(arm: str, fraction: float, lr: float) -> str:
+    return f"{arm}_f{fraction:g}_lr{lr:g}"
+
+
+def parse_job(name: str) -> tuple[str, float, float]:
+    """``job_name``'s inverse: 'convit_f0.1_lr0.004' -> ('convit', 0.1, 0.004); a clear error otherwise."""
+    match = _NAME.match(name)
+    if match is None or (match["arm"] not in ARMS and match["arm"] not in ABLATIONS):
+        raise ValueError(f"a job is ARM_fFRACTION_lrLR with ARM one of {sorted(ARMS) + sorted(ABLATIONS)}, "
+                         f"e.g. {job_name('convit', 0.1, 4e-3)}; got {name!r}")
+    return match["arm"], float(match["fraction"]), float(match["lr"])
+
+
+def job_epochs(name: str) -> int | None:
+    """Epochs a job logs (tools/gpu_sweep.py's progress); None for a name that is not a job."""
+    try:
+        arm, fraction, lr = parse_job(name)
+    except ValueError:
+        return None
+    return config(arm, fraction, lr).epochs
+
+
+def build(config: T.TrainConfig) -> torch.nn.Module:
+    if config.model == "cnn":
+        return ConvTeacher(1, 10, width=CNN_WIDTH)
+    return create_model(config.model, **config.model_kwargs)
+
+
+def parameter_counts() -> dict[str, int]:
+    """Parameters of every arm and ablation, as trained (a check that they are within 10 % of each other)."""
+    return {arm: sum(p.numel() for p in build(config(arm, 1.0, 4e-3)).parameters())
+            for arm in [*ARMS, *ABLATIONS]}
+
+
+def train_cnn(config: T.TrainConfig, out: Path | None, device: str, log,
+              stop_after: int | None = None) -> tuple[torch.nn.Module, T.History]:
+    """The CNN arm: ``fit``'s loop, seeds, schedule, checkpoints and resume, for a model outside the registry
+    (``stop_after=e`` ends after epoch e, as if stopped)."""
+    device = torch.device(device)
+    seed_everything(config.seed)
+    loaders = T.make_loaders(config, device)
+    model = build(config).to(device)
+    optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
+    scaler = torch.amp.GradScaler(device.type, enabled=False)
+    start, step, history = 0, 0, T.History()
+    if out is not None and (out / STATE_FILE).exists():
+        state = load_checkpoint(out, model, optimizer, scaler)
+        start, step, history = state["epoch"], state["step"], T.History(**state["history"])
+        log(f"resuming {out} after epoch {start} of {config.epochs} (step {step})")
+    total = config.epochs * len(loaders["train"])
+    for epoch in range(start, config.epochs if stop_after is None else min(stop_after, config.epochs)):
+        loaders["train"].set_epoch(epoch)
+        torch.manual_seed(config.seed * 1000 + epoch)
+        loss, acc, speed, step = T.train_one_epoch(model, loaders["train"], optimizer, scaler, config, step, total,
+                                                   precision="fp32")
+        val_loss, val_acc = T.evaluate(model, loaders["val"])
+        lr = optimizer.param_groups[0]["lr"]
+        history.append(epoch=epoch + 1, train_loss=loss, train_acc=acc, val_loss=val_loss, val_acc=val_acc, lr=lr,
+                       images_per_s=speed)
+        log(T.epoch_line(epoch + 1, config.epochs, loss, acc, val_loss, val_acc, lr, speed))
+        if out is not None:
+            save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
+    return model, history
+
+
+def run_job(name: str, seed: int, device: str, save_dir: str, epochs: int | None = None) -> dict:
+    """Train one job (resuming from ``save_dir/NAME_seedS`` if it was stopped); write its weights and log there.
+
+    -> the JSON record: validation numbers only (the last epoch's, and the curve), parameters, seconds, device."""
+    arm, fraction, lr = parse_job(name)
+    c = config(arm, fraction, lr, seed)
+    if epochs is not None:  # a quick check (tests, a pilot): fewer epochs, the curriculum scaled with them
+        c = replace(c, epochs=epochs, grid_epochs=round(c.grid_epochs * epochs / c.epochs),
+                    warmup_epochs=c.warmup_epochs * epochs / c.epochs,
+                    teacher_epochs=min(c.teacher_epochs, epochs))
+    Path(save_dir).mkdir(parents=True, exist_ok=True)
+    stem = f"{save_dir}/{name}_seed{seed}"
+    log_file = open(f"{stem}.log", "a")
+    start, teacher_seconds = time.perf_counter(), []
+
+    def log(line: str) -> None:
+        if line.startswith("teacher:"):  # fit logs this when the teacher has trained (in this process)
+            teacher_seconds.append(round(time.perf_counter() - start, 1))
+        print(line, file=log_file, flush=True)
+
+    if c.model == "cnn":
+        model, history = train_cnn(c, Path(stem), device, log)
+        teacher = None
+    else:  # fit also scores the test canvases; that number is dropped here, unread
+        result = T.fit(c, out=stem, resume=True, device=device, progress=False, log=log, precision="fp32")
+        model, history, teacher = result.model, result.history, result.teacher
+    seconds = time.perf_counter() - start
+    resumed = "resuming" in Path(f"{stem}.log").read_text()  # then "seconds" is this process's share only
+    record = {"job": name, "arm": arm, "fraction": fraction, "lr": lr, "seed": seed, "epochs": c.epochs,
+              "val_acc": history.val_acc[-1], "val_loss": history.val_loss[-1],
+              "val_curve": [round(a, 4) for a in history.val_acc],
+              "parameters": sum(p.numel() for p in model.parameters()), "seconds": round(seconds, 1),
+              "resumed": resumed,
+              # the teacher's training (with the data set-up before it): part of a distilled arm's cost
+              "teacher_seconds": teacher_seconds[0] if teacher_seconds else (0.0 if not c.teacher_epochs else None),
+              # training time alone, summed over every epoch even across a resume (not teacher, not validation)
+              "train_seconds": round(sum(C.CLUTTERED_SIZES["train"] / speed for speed in history.images_per_s), 1),
+              "device": str(device), "config": asdict(c)}
+    if teacher is not None:
+        loaders = T.make_loaders(c, torch.device(device))
+        record["teacher_val_acc"] = T.evaluate(teacher, loaders["val"])[1]
+    # float16 (as variants_seed0.safetensors): half the size, so that a wave's pack stays small
+    weights = {k: (v.half() if v.is_floating_point() else v).detach().cpu().contiguous()
+               for k, v in model.state_dict().items()}
+    save_file(weights, f"{stem}.safetensors",
+              metadata={"job": name, "seed": str(seed), "config": json.dumps(asdict(c))})
+    return record
