@@ -134,10 +134,12 @@ def test_the_planner_is_done_when_every_final_run_is_in():
 @pytest.fixture
 def tiny(monkeypatch):
     monkeypatch.setitem(C.CLUTTERED_SIZES, "train", 512)  # canvases an epoch
+    monkeypatch.setitem(C.CLUTTERED_SIZES, "val", 256)  # and scored after it
+    monkeypatch.setitem(C.CLUTTERED_SIZES, "test", 256)
     torch.set_num_threads(1)
 
 
-@pytest.mark.slow  # about 40 s on a loaded CPU: three short CNN runs, each scoring 2,000 val canvases an epoch
+@pytest.mark.slow  # a few seconds: three short CNN runs
 def test_a_stopped_cnn_run_resumes_where_it_stopped(tmp_path, tiny):
     c = A.config("cnn", 0.1, 4e-3, 0)
     c = type(c)(**{**asdict(c), "epochs": 2, "grid_epochs": 1})
