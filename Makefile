@@ -124,6 +124,7 @@ MUTATE        ?=
 MUTATION_JOBS ?= 1
 .PHONY: mutation
 mutation: venv
+	mkdir -p mutants/book  # mutmut copies also_copy's book/api.md without creating its folder (fresh checkout)
 	ulimit -v 8000000; env -u PYTHONDONTWRITEBYTECODE OMP_NUM_THREADS=1 VITEDU_TEST_THREADS=1 nice -n 15 \
 		$(BIN)/mutmut run --max-children $(MUTATION_JOBS) $(foreach m,$(MUTATE),"vitedu.$(m).*")
 	$(BIN)/python tools/mutation_report.py
