@@ -272,7 +272,7 @@ def test_val_and_test_canvases_are_the_ones_the_accuracies_were_measured_on(spli
 
 
 @pytest.mark.slow  # a few seconds, and it tests a tool: kept out of the mutation runs
-def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path):
+def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, monkeypatch):
     """tools/sweep_cluttered.py: every named variant is the preset with fields that exist, and a run records val
     numbers only (the test accuracy that fit computes is dropped unread)."""
     import importlib.util
@@ -286,6 +286,8 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path):
     spec = importlib.util.spec_from_file_location("sweep_cluttered", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
+    monkeypatch.setattr(sweep, "VAL_MORE", 1_000)  # the scores' canvases: fewer here, the same code
+    monkeypatch.setattr(sweep, "OFFSET_IMAGES", 200)
     preset = T.PRESETS["cluttered_digits_grid"]  # the preset the sweep ran against
     # the shipped recipe is the variant chosen on validation, with seed 7, which no choice used
     chosen = sweep.variant_config(sweep.VARIANTS["anywhere_b256_e300_grid60_warp"], seed=7)

@@ -100,10 +100,14 @@ def job_epochs(name: str) -> int | None:
     return variant_config(VARIANTS[name]).epochs if name in VARIANTS else None
 
 
+# How many canvases score() reads beyond the 2,000 fixed val canvases (the tests make them smaller).
+VAL_MORE, OFFSET_IMAGES = 10_000, 1_000
+
+
 def score(model: torch.nn.Module, device: str, position_step: int) -> dict:
-    """Val accuracy on the 2,000 fixed val canvases and on 10,000 more, both with the digit's cell at multiples of
-    ``position_step``; accuracy per sub-patch offset of the digit (1,000 val canvases each, the worst and the mean);
-    attention distance per block (pixels)."""
+    """Val accuracy on the 2,000 fixed val canvases and on VAL_MORE (10,000) more, both with the digit's cell at
+    multiples of ``position_step``; accuracy per sub-patch offset of the digit (OFFSET_IMAGES = 1,000 val canvases
+    each, the worst and the mean); attention distance per block (pixels)."""
     from vitedu import cluttered as C
     from vitedu import interpret as I
     from vitedu.shift import offset_accuracy
@@ -113,7 +117,7 @@ def score(model: torch.nn.Module, device: str, position_step: int) -> dict:
     found = {}
     step = {"position_step": position_step}
     for name, (images, labels, _) in {"val_acc": C.load_cluttered_digits("val", **step),
-                                      "val10k_acc": C.load_cluttered_digits("val", num_images=10_000, seed=1,
+                                      "val10k_acc": C.load_cluttered_digits("val", num_images=VAL_MORE, seed=1,
                                                                             **step)}.items():
         images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
         loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
@@ -122,7 +126,7 @@ def score(model: torch.nn.Module, device: str, position_step: int) -> dict:
     with torch.no_grad():  # on the first 2,000 of the 10,000
         distance = torch.stack([I.mean_attention_distance(model.attention_maps(x), grid, patch).cpu()
                                 for x, _ in loader[:4]]).mean(0)  # (depth, heads)
-    shifts = offset_accuracy(model, patch_size=patch, split="val", seed=2)
+    shifts = offset_accuracy(model, patch_size=patch, split="val", num_images=OFFSET_IMAGES, seed=2)
     return found | {"distance_per_block": [round(d, 2) for d in distance.mean(-1).tolist()],
                     "val_offset_worst": round(shifts.min().item(), 4),
                     "val_offset_mean": round(shifts.mean().item(), 4)}
