@@ -20,12 +20,13 @@ XDIST       := -n $(PYTEST_JOBS) --dist loadscope
 NBVAL       := --nbval
 JB_STRICT   := -W -n --keep-going
 
-.PHONY: help venv book test unit notebooks lint assignments bench constraints clean
+.PHONY: help venv book test course unit notebooks lint assignments bench constraints clean
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make book         build the book into _build/html (strict: any warning fails)"
-	@echo "make test         ruff + the book + pytest (2 processes): every test, the notebooks (nbval), the rendered book; under CI=true also check-newest"
+	@echo "make test         ruff + the book + pytest (2 processes): the tests, the notebooks (nbval), the rendered book (under 5 minutes); under CI=true also the course cycle and check-newest"
+	@echo "make course       nbgrader's course cycle: 17 planted-mistake submissions autograded (about 2 minutes; CI runs it)"
 	@echo "make unit         the fast unit tests only (under a minute): no slow, book, nbgrader or hub tests"
 	@echo "make notebooks    re-execute the chapters and assignment sources and compare their outputs (nbval)"
 	@echo "make lint         ruff check ."
@@ -67,10 +68,16 @@ unit: venv
 notebooks: venv
 	$(BIN)/python -m pytest notebooks $(NBVAL) $(XDIST) $(PYTEST_ARGS)
 
-# Under CI (.ci/run sets CI=true) it then also runs check-newest: the notebooks at the newest versions.
+# make test leaves out one slow tier: nbgrader's course cycle on 17 planted-mistake submissions (tests marked
+# `course`, about 2 minutes; `make course` runs them). Under CI (.ci/run sets CI=true) it runs everything, that
+# tier included, and then check-newest: the notebooks at the newest versions.
+TEST_SELECTION := $(if $(filter true,$(CI)),,-m "not course")
 test: venv lint book
-	$(BIN)/python -m pytest $(NBVAL) $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(NBVAL) $(XDIST) $(TEST_SELECTION) $(PYTEST_ARGS)
 	$(if $(filter true,$(CI)),$(MAKE) check-newest)
+
+course: venv
+	$(BIN)/python -m pytest tests -m course $(PYTEST_ARGS)
 
 assignments: venv
 	$(BIN)/python tools/make_assignments.py $(if $(COURSE_DIR),--course-dir $(COURSE_DIR)) $(if $(COURSE_SEED),--course-seed $(COURSE_SEED))

@@ -25,7 +25,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-pytestmark = pytest.mark.nbgrader  # runs nbgrader's whole course cycle: not in `make unit`
+# nbgrader's whole course cycle (about 2 minutes): not in `make unit`; `make course`, and `make test` under CI
+pytestmark = [pytest.mark.nbgrader, pytest.mark.course]
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "notebooks" / "assignments" / "source"

@@ -140,7 +140,9 @@ def tiny(monkeypatch):
 
 
 @pytest.mark.slow  # a few seconds: three short CNN runs
-def test_a_stopped_cnn_run_resumes_where_it_stopped(tmp_path, tiny):
+def test_a_stopped_cnn_run_resumes_where_it_stopped(tmp_path, tiny, monkeypatch):
+    monkeypatch.setitem(C.CLUTTERED_SIZES, "train", 128)  # bit-exact resume does not need more (the CNN is slow)
+    monkeypatch.setitem(C.CLUTTERED_SIZES, "val", 64)
     c = A.config("cnn", 0.1, 4e-3, 0)
     c = type(c)(**{**asdict(c), "epochs": 2, "grid_epochs": 1})
     whole, _ = A.train_cnn(c, tmp_path / "whole", "cpu", lambda line: None)
