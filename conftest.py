@@ -1,6 +1,6 @@
 """What `pytest --nbval`, run from the repository root with no other flag, checks.
 
-pyproject.toml's `testpaths` is ["tests", "notebooks"], so plain `pytest` runs the unit and book tests,
+pyproject.toml's `testpaths` is ["notebooks", "tests"], so plain `pytest` runs the unit and book tests,
 and `pytest --nbval` also re-executes every chapter notebook and every assignment *source* notebook and
 compares each cell's output with the stored one. For that run this file supplies what nbval would
 otherwise need on the command line:

@@ -288,6 +288,7 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, m
     spec.loader.exec_module(sweep)
     monkeypatch.setattr(sweep, "VAL_MORE", 1_000)  # the scores' canvases: fewer here, the same code
     monkeypatch.setattr(sweep, "OFFSET_IMAGES", 200)
+    monkeypatch.setitem(C.CLUTTERED_SIZES, "train", 1_000)  # the tiny run's canvases an epoch
     preset = T.PRESETS["cluttered_digits_grid"]  # the preset the sweep ran against
     # the shipped recipe is the variant chosen on validation, with seed 7, which no choice used
     chosen = sweep.variant_config(sweep.VARIANTS["anywhere_b256_e300_grid60_warp"], seed=7)
