@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -161,3 +162,61 @@ def test_load_checkpoint_restores_a_loss_scale_and_checks_only_the_files_it_read
     T.load_checkpoint(tmp_path, model)  # the weights themselves are whole
     (tmp_path / T.OPTIMIZER_FILE).unlink()  # e.g. a folder shipped without the optimizer state
     T.load_trained(tmp_path)
+
+
+def test_the_state_file_keeps_the_model_s_preprocessing(one_epoch_run):
+    """A resumed or reloaded run knows how its images were prepared: the model's pretrained_cfg is saved too."""
+    result, out = one_epoch_run
+    saved = json.loads((out / T.STATE_FILE).read_text())["pretrained_cfg"]
+    now = json.loads(json.dumps(result.model.pretrained_cfg))  # tuples become lists, as in the file
+    for key in ("input_size", "mean", "std", "num_classes"):
+        assert saved[key] == now[key], key
+
+
+# ---- read_state_dict: any weights file, one clear error for a broken one ----
+
+def test_read_state_dict_reads_safetensors_and_unwraps_a_training_checkpoint(tmp_path):
+    from safetensors.torch import save_file
+
+    from vitedu.checkpoints import read_state_dict
+
+    weights = {"w": torch.arange(3.0)}
+    save_file(weights, tmp_path / "w.safetensors")
+    state, extras = read_state_dict(tmp_path / "w.safetensors")
+    assert torch.equal(state["w"], weights["w"]) and extras == {}
+    torch.save({"model": weights, "model_ema": {"w": torch.zeros(3)}, "epoch": 3}, tmp_path / "ckpt.pth")
+    state, extras = read_state_dict(tmp_path / "ckpt.pth", checkpoint_key="model_ema")
+    assert torch.equal(state["w"], torch.zeros(3))
+    assert set(extras) == {"model", "epoch"} and extras["epoch"] == 3
+
+
+def test_read_state_dict_says_what_is_wrong_with_a_broken_file(tmp_path, monkeypatch):
+    import warnings
+
+    import vitedu.checkpoints as CK
+
+    empty = tmp_path / "empty.pth"
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"empty\.pth is empty \(0 bytes\): the download or save was interrupted"):
+        CK.read_state_dict(empty)
+    listed = tmp_path / "list.pth"
+    torch.save([torch.zeros(1)], listed)
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(listed))} holds a list, not a dict of tensors"):
+        CK.read_state_dict(listed)
+    # A pickle that torch's safe unpickler refuses: the message names the cause alone, not torch's advice to
+    # load with weights_only=False (wrong advice for a file that is broken or foreign).
+    foreign = tmp_path / "set.pth"
+    foreign.write_bytes(pickle.dumps({1, 2}, protocol=4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch notes the pickle protocol
+        with pytest.raises(ValueError, match=r"set\.pth is not a readable PyTorch checkpoint \(UnpicklingError: "
+                                             r"Unsupported operand \d+\); it may be truncated") as err:
+            CK.read_state_dict(foreign)
+    assert "weights_only" not in str(err.value)
+
+    def silent_failure(*args, **kwargs):
+        raise EOFError()  # an exception without a message
+
+    monkeypatch.setattr(CK.torch, "load", silent_failure)
+    with pytest.raises(ValueError, match=r"set\.pth is not a readable PyTorch checkpoint \(EOFError: \); it may"):
+        CK.read_state_dict(foreign)
