@@ -197,3 +197,49 @@ def test_fit_result_carries_the_statistics_of_its_training_data():
     cfg = result.model.pretrained_cfg
     assert cfg["trained"] and cfg["mean"] == pytest.approx(DIGITS_MEAN) and cfg["std"] == pytest.approx(DIGITS_STD)
     assert "vitedu.train.fit" in cfg["source"]
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_shrinking_averages_over_the_pixels_it_drops(mode):
+    """Antialiased, like PIL (which timm resizes with): a lone bright pixel shrunk 4x per side spreads over the
+    output and keeps about its share of the light (1/16); plain sampling keeps far more of it or none."""
+    cfg = make_pretrained_cfg(input_size=(1, 4, 4), num_classes=2, mean=(0.0,), std=(1.0,), interpolation=mode,
+                              crop_mode="squash")
+    image = torch.zeros(1, 16, 16)
+    image[0, 6, 6] = 1.0
+    out = create_transform(cfg)(image)
+    assert out.shape == (1, 4, 4)
+    assert out.sum().item() == pytest.approx(1 / 16, abs=0.01) and out.max().item() < 0.06  # sampling: 0.25-0.35
+
+
+def test_bicubic_overshoot_is_clipped_to_the_pixel_range():
+    """Bicubic rings at an edge (-0.07 and 1.07 here); PIL clips to the pixel range, and so does the transform."""
+    cfg = make_pretrained_cfg(input_size=(1, 8, 8), num_classes=2, mean=(0.0,), std=(1.0,), interpolation="bicubic",
+                              crop_mode="squash")
+    edge = torch.zeros(1, 4, 4)
+    edge[:, :, 2:] = 1.0
+    out = create_transform(cfg)(edge)
+    assert out.min().item() == 0.0 and out.max().item() == 1.0
+
+
+def test_the_range_check_allows_rounding_and_names_anything_beyond_it():
+    cfg = make_pretrained_cfg(input_size=(1, 4, 4), num_classes=2, mean=(0.5,), std=(0.5,))
+    transform = create_transform(cfg)
+    almost = torch.full((1, 1, 4, 4), 1 + 5e-7)
+    almost[..., 0, 0] = -5e-7  # float rounding of a [0, 1] image
+    assert transform(almost).shape == (1, 1, 4, 4)
+    for bad in (1.5, 1.01, -0.01):
+        with pytest.raises(ValueError, match="expected images in \\[0, 1\\]"):
+            transform(torch.full((1, 1, 4, 4), bad))
+
+
+def test_a_cfg_without_crop_mode_crops_the_centre_and_overrides_are_named():
+    from vitedu.preprocess import Transform, resolve_data_config
+
+    cfg = make_pretrained_cfg(input_size=(1, 4, 4), num_classes=2, mean=(0.5,), std=(0.5,))
+    assert Transform({k: v for k, v in cfg.items() if k != "crop_mode"}).crop_mode == "center"
+    for key, value in [("input_size", (1, 8, 8)), ("interpolation", "bilinear"), ("crop_pct", 0.5),
+                       ("crop_mode", "squash"), ("mean", (0.1,)), ("std", (0.2,))]:
+        assert resolve_data_config(cfg, **{key: value})[key] == value
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) \['size'\]"):
+        resolve_data_config(cfg, size=8)

@@ -38,6 +38,20 @@ def load_equivalents() -> dict[str, dict[str, str]]:
     return tomllib.loads(EQUIVALENTS.read_text())["equivalent"]
 
 
+def load_import_time() -> dict[str, str]:
+    """{function: why}: functions that run only while their module is imported (e.g. building a table). mutmut
+    switches a mutant on after the import, so their mutants never run: counted apart, like equivalent ones."""
+    if not EQUIVALENTS.exists():
+        return {}
+    return tomllib.loads(EQUIVALENTS.read_text()).get("import_time", {})
+
+
+def _function(name: str) -> str:
+    """'vitedu.registry.x__timm__mutmut_3' -> 'vitedu.registry._timm'"""
+    module, _, mangled = name.rpartition(".")
+    return f"{module}.{mangled.removeprefix('x_').rsplit('__mutmut_', 1)[0]}"
+
+
 def changed_lines(name: str, path: Path) -> tuple[str, list[str]]:
     """The mutant's unified diff, and its added lines without the leading '+' and indentation."""
     from mutmut.mutation.diff_apply import get_diff_for_mutant
@@ -63,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no results in mutants/: run `make mutation` (or `mutmut run`) first")
         return 1
     equivalents = load_equivalents()
+    import_time = load_import_time()
     seen: set[str] = set()
     rows, survivors, stale, below = [], [], [], []
     for meta in metas:
@@ -75,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         not_run = sum(s not in KILLED | SURVIVED for s in statuses.values())
         equivalent = []
         for name in survived:
+            if _function(name) in import_time:  # never switched on: counted with the equivalent ones
+                equivalent.append(name)
+                continue
             diff, added = changed_lines(name, source) if args.diffs or name in equivalents else ("", [])
             entry = equivalents.get(name)
             if entry is not None:
@@ -100,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         shown = "-" if score is None else f"{100 * score:.1f}%"
         print(f"{module:<12}{total:>9}{killed:>8}{survived:>10}{equivalent:>12}{not_run:>9}{shown:>8}")
     print("(score = killed / (killed + survived); equivalent mutants, tools/mutation_equivalents.toml, are left out)")
+    for function, reason in import_time.items():
+        print(f"  {function}: its mutants count as equivalent: {reason}")
 
     print(f"\n{len(survivors)} surviving mutant(s)" + (":" if survivors else ""))
     for _module, name, diff in survivors:
