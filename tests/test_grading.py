@@ -80,16 +80,11 @@ def test_part_is_right_runs_the_check_silently(capsys):
         part_is_right("softmax", _train_epoch)
 
 
-def _cls_attention(model, images, head_0_only=False):
-    """A3's Part 6: the last block's [CLS] row over the patches, mean over heads, on the patch grid."""
-    block = model.attention_maps(images)[-1]  # (batch, heads, tokens, tokens)
-    rows = block[:, 0, 0, 1:] if head_0_only else block[:, :, 0, 1:].mean(dim=1)
-    return rows.reshape(len(images), *model.patch_embed.grid_size)
-
-
 def test_part_is_right_knows_the_cls_attention_part():
-    assert part_is_right("cls_attention", _cls_attention)
-    assert not part_is_right("cls_attention", lambda model, images: _cls_attention(model, images, head_0_only=True))
+    from test_checks import cls_attention  # A3's Part 6 as a student writes it, with the mistakes test_checks plants
+
+    assert part_is_right("cls_attention", cls_attention)
+    assert not part_is_right("cls_attention", lambda model, images: cls_attention(model, images, mistake="head_0"))
 
 
 def test_part_is_right_checks_on_the_cpu_whatever_the_machine_has(monkeypatch):
