@@ -154,6 +154,9 @@ def test_transform_resizes_the_shorter_side_and_crops_the_centre_like_timm():
     out = create_transform(cfg)(image)  # shorter side 32 -> 8 / 0.5 = 16, i.e. 16 x 24, then the centre 8 x 8
     resized = torch.nn.functional.interpolate(image[None], size=(16, 24), mode="nearest")[0]
     assert out.shape == (1, 8, 8) and torch.equal(out, resized[:, 4:12, 8:16])
+    uneven = create_transform(cfg, crop_pct=0.8)(image)  # 32 x 48 -> 10 x 15: margins of 1 and 3, then 8 x 8
+    resized = torch.nn.functional.interpolate(image[None], size=(10, 15), mode="nearest")[0]
+    assert uneven.shape == (1, 8, 8) and torch.equal(uneven, resized[:, 1:9, 3:11])
     squash = create_transform(cfg, crop_mode="squash")(image)  # Hugging Face: both sides straight to the target
     assert torch.equal(squash, torch.nn.functional.interpolate(image[None], size=(8, 8), mode="nearest")[0])
 
@@ -228,6 +231,9 @@ def test_the_range_check_allows_rounding_and_names_anything_beyond_it():
     almost = torch.full((1, 1, 4, 4), 1 + 5e-7)
     almost[..., 0, 0] = -5e-7  # float rounding of a [0, 1] image
     assert transform(almost).shape == (1, 1, 4, 4)
+    edges = torch.full((1, 1, 4, 4), 1 + 1e-6, dtype=torch.float64)
+    edges[..., 0, 0] = -1e-6  # the tolerance itself is still allowed
+    assert transform(edges).shape == (1, 1, 4, 4)
     for bad in (1.5, 1.01, -0.01):
         with pytest.raises(ValueError, match="expected images in \\[0, 1\\]"):
             transform(torch.full((1, 1, 4, 4), bad))
@@ -243,3 +249,52 @@ def test_a_cfg_without_crop_mode_crops_the_centre_and_overrides_are_named():
         assert resolve_data_config(cfg, **{key: value})[key] == value
     with pytest.raises(TypeError, match=r"unknown argument\(s\) \['size'\]"):
         resolve_data_config(cfg, size=8)
+
+
+def test_float64_images_are_normalised_in_float64():
+    """mean and std take the images' dtype: float64 images are not rounded through float32 constants."""
+    cfg = make_pretrained_cfg(input_size=(1, 4, 4), num_classes=2, mean=DIGITS_MEAN, std=DIGITS_STD)
+    images = torch.rand(2, 1, 4, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    out = create_transform(cfg)(images)
+    assert out.dtype == torch.float64
+    assert torch.equal(out, (images - DIGITS_MEAN[0]) / DIGITS_STD[0])
+
+
+# ---- the input check: a forward pre-hook on the patch embedding ----
+
+def _trained_cfg(**changes):
+    cfg = make_pretrained_cfg(input_size=(1, 4, 4), num_classes=2, mean=(0.5,), std=(0.5,), trained=True)
+    return {**cfg, **changes}
+
+
+def test_input_check_is_on_unless_the_cfg_switches_it_off():
+    from vitedu.preprocess import InputCheck
+
+    module = torch.nn.Identity().eval()
+    raw = (_raw(1, 1, 4),)
+    older = {k: v for k, v in _trained_cfg().items() if k != "check_inputs"}  # a cfg saved before the switch
+    for cfg in (_trained_cfg(), older):
+        with pytest.raises(ValueError, match="expects normalised inputs"):
+            InputCheck(cfg)(module, raw)
+    assert InputCheck(_trained_cfg(check_inputs=False))(module, raw) is None
+    assert InputCheck(_trained_cfg())(module.train(), raw) is None  # training batches are not checked
+
+
+def test_input_check_leaves_alone_what_it_cannot_judge(monkeypatch):
+    """No positional tensor (a keyword call), integer or empty tensors, anything not a tensor, and tracing."""
+    from vitedu.preprocess import InputCheck
+
+    check, module = InputCheck(_trained_cfg()), torch.nn.Identity().eval()
+    for args in [(), ([0.5, 0.5],), (torch.ones(1, 1, 4, 4, dtype=torch.uint8),), (torch.empty(0, 1, 4, 4),)]:
+        assert check(module, args) is None
+    monkeypatch.setattr(torch.jit, "is_tracing", lambda: True)  # torch.jit.trace records the graph, not the data
+    assert check(module, (_raw(1, 1, 4),)) is None
+
+
+def test_only_a_positive_mean_makes_a_black_background_negative():
+    from vitedu.preprocess import expects_negative_background
+
+    assert expects_negative_background(_trained_cfg())
+    assert not expects_negative_background(_trained_cfg(mean=(0.0,)))  # black stays 0: raw and normalised agree
+    assert not expects_negative_background(_trained_cfg(trained=False))
+    assert not expects_negative_background(_trained_cfg(std=None))
