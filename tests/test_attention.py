@@ -113,6 +113,21 @@ def test_multi_head_matches_torch_multihead_attention(device):
     torch.testing.assert_close(weights, expected_weights, atol=1e-6, rtol=1e-4)
 
 
+@pytest.mark.parametrize("fused_attn", [True, False])
+def test_the_module_attends_with_its_scale_attribute(fused_attn):
+    """``scale`` is the module's knob (timm's name): 0 makes every weight equal, so each query averages the values;
+    ``attend`` computes no weights unless asked (or the explicit path, which has them anyway, is on)."""
+    torch.manual_seed(0)
+    attn = MultiHeadSelfAttention(16, 2, fused_attn=fused_attn).eval()
+    q, k, v = attn.project(torch.randn(2, 5, 16))  # each (batch, heads, tokens, head_dim)
+    out, weights = attn.attend(q, k, v)
+    assert (weights is None) == fused_attn
+    torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v, scale=attn.scale)[0])
+    attn.scale = 0.0
+    out, _ = attn.attend(q, k, v)
+    torch.testing.assert_close(out, v.mean(-2, keepdim=True).expand_as(v))
+
+
 def test_heads_add_no_parameters():
     counts = {h: sum(p.numel() for p in MultiHeadSelfAttention(96, h).parameters()) for h in (1, 2, 4, 8)}
     assert set(counts.values()) == {4 * 96 * 96 + 4 * 96}

@@ -251,6 +251,14 @@ def test_a_cfg_without_crop_mode_crops_the_centre_and_overrides_are_named():
         resolve_data_config(cfg, size=8)
 
 
+def test_the_transform_works_on_the_images_device(device):
+    cfg = make_pretrained_cfg(input_size=(1, 4, 4), num_classes=2, mean=(0.5,), std=(0.5,))
+    images = _raw(2, 1, 4).to(device)
+    out = create_transform(cfg)(images)
+    assert out.device == images.device
+    torch.testing.assert_close(out, (images - 0.5) / 0.5)
+
+
 def test_float64_images_are_normalised_in_float64():
     """mean and std take the images' dtype: float64 images are not rounded through float32 constants."""
     cfg = make_pretrained_cfg(input_size=(1, 4, 4), num_classes=2, mean=DIGITS_MEAN, std=DIGITS_STD)

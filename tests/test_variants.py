@@ -400,6 +400,17 @@ def test_attention_maps_is_one_tensor_on_the_models_tokens_for_every_model(name)
     assert I.cls_attention(maps[-1], tokens - 64).shape == (2, 4, 64)
 
 
+def test_on_model_tokens_keeps_any_leading_axes():
+    """(..., queries, keys): one sample's (heads, queries, keys) and a stack's (layers, batch, heads, ...) alike."""
+    from vitedu.vit import on_model_tokens
+
+    for lead in [(4,), (3, 2, 4)]:
+        cls_row = torch.rand(*lead, 1, 6)  # class attention: [CLS] queries the last 6 tokens
+        full = on_model_tokens(cls_row, 9)
+        assert full.shape == (*lead, 9, 9)
+        assert torch.equal(full[..., 3:4, 3:], cls_row) and full.sum() == cls_row.sum()
+
+
 def test_on_model_tokens_explains_a_layer_that_does_not_fit():
     from vitedu.vit import on_model_tokens
 
