@@ -173,6 +173,23 @@ def test_the_state_file_keeps_the_model_s_preprocessing(one_epoch_run):
         assert saved[key] == now[key], key
 
 
+def test_load_trained_gives_the_model_the_preprocessing_its_state_file_records(one_epoch_run, tmp_path):
+    """Every input setting comes back from the state file, including ones that differ from fit's own (an edited
+    file, or one written by a later version); the source names the file and the weights count as trained."""
+    _, out = one_epoch_run
+    shutil.copytree(out, tmp_path / "run")
+    state_file = tmp_path / "run" / T.STATE_FILE
+    state = json.loads(state_file.read_text())
+    recorded = {**state["pretrained_cfg"], "mean": [0.25], "std": [0.5], "interpolation": "bilinear",
+                "crop_pct": 0.875, "crop_mode": "squash", "label_names": list("abcdefghij")}
+    state_file.write_text(json.dumps({**state, "pretrained_cfg": recorded}))
+    cfg = T.load_trained(tmp_path / "run")[0].pretrained_cfg
+    assert cfg["mean"] == (0.25,) and cfg["std"] == (0.5,) and cfg["interpolation"] == "bilinear"
+    assert cfg["crop_pct"] == 0.875 and cfg["crop_mode"] == "squash" and cfg["label_names"] == tuple("abcdefghij")
+    assert cfg["input_size"] == (1, 8, 8) and cfg["num_classes"] == 10
+    assert cfg["trained"] is True and cfg["source"] == str(state_file)
+
+
 # ---- read_state_dict: any weights file, one clear error for a broken one ----
 
 def test_read_state_dict_reads_safetensors_and_unwraps_a_training_checkpoint(tmp_path):

@@ -199,7 +199,25 @@ def test_fit_result_carries_the_statistics_of_its_training_data():
     result = vitedu.fit(config, device="cpu", log=lambda _: None, progress=False)
     cfg = result.model.pretrained_cfg
     assert cfg["trained"] and cfg["mean"] == pytest.approx(DIGITS_MEAN) and cfg["std"] == pytest.approx(DIGITS_STD)
-    assert "vitedu.train.fit" in cfg["source"]
+    assert "vitedu.train.fit" in cfg["source"] and "(digits)" in cfg["source"]
+    assert cfg["input_size"] == (1, 8, 8) and cfg["label_names"] == tuple("0123456789")
+    assert cfg["interpolation"] == "bicubic" and cfg["crop_pct"] == 1.0
+
+
+def test_a_trained_model_keeps_its_interpolation_or_gets_bicubic():
+    """data_cfg: the training data's statistics as short decimals, and the registry's interpolation, or timm's
+    bicubic where the registry names none."""
+    from types import SimpleNamespace
+
+    from vitedu.train import data_cfg
+
+    model = vitedu.create_model("vit_digits_patch2_8")
+    loader = SimpleNamespace(mean=torch.tensor([0.1]), std=torch.tensor([0.3]))  # float32, as loaders keep them
+    config = vitedu.PRESETS["digits"]
+    for named, expected in [(None, "bicubic"), ("bilinear", "bilinear")]:
+        model.pretrained_cfg = {**model.pretrained_cfg, "interpolation": named}
+        cfg = data_cfg(model, config, loader, trained=True)
+        assert cfg["interpolation"] == expected and cfg["mean"] == (0.1,) and cfg["std"] == (0.3,)
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
