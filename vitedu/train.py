@@ -451,7 +451,7 @@ def train_teacher(
         return teacher.eval()
     optimizer = torch.optim.AdamW(param_groups(teacher, config.weight_decay), lr=config.lr)
     scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
-    teacher_config = replace(config, epochs=config.teacher_epochs, warmup_epochs=1.0)
+    teacher_config = replace(config, warmup_epochs=1.0)  # the student's recipe, one epoch of warm-up
     step, total_steps = 0, config.teacher_epochs * len(loaders["train"])
     torch.manual_seed(config.seed + 1 + 7_919 * distributed.current().rank)
     trained = distributed.wrap(teacher, device)
