@@ -595,6 +595,18 @@ def test_img_size_resamples_a_non_square_grid(tmp_path):
     torch.testing.assert_close(ours.pos_embed.detach(), expected, rtol=0, atol=0)
 
 
+def test_img_size_gives_a_fixed_sincos_model_the_new_grid_s_own_table(tmp_path):
+    """Fixed 2-D sin-cos positions are not resampled: the model at the new size computes its own table. (Before
+    this test the old grid's table was loaded as it was, and the loading failed on its shape.)"""
+    model = vitedu.VisionTransformer(**{**SMALL, "depth": 1, "pos_embed": "sincos"}).eval()
+    ours = _load_quietly(_save(model, tmp_path / "weights.safetensors"), pos_embed="sincos", img_size=64)
+    bigger = vitedu.VisionTransformer(**{**SMALL, "depth": 1, "pos_embed": "sincos", "img_size": 64}).eval()
+    bigger.load_state_dict({**model.state_dict(), "pos_embed": bigger.pos_embed})
+    images = torch.randn(2, 3, 64, 64)
+    torch.testing.assert_close(ours.pos_embed, bigger.pos_embed, rtol=0, atol=0)
+    torch.testing.assert_close(ours(images), bigger(images), rtol=0, atol=0)
+
+
 def test_a_head_count_that_does_not_divide_the_width_is_named_at_any_img_size(tmp_path, vit):
     path = _save(vit, tmp_path / "weights.safetensors")
     for resize in ({}, {"img_size": 64}):
