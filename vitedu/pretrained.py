@@ -324,7 +324,8 @@ def _same(a: Any, b: Any) -> bool:
 
 def _build(kwargs: dict[str, Any], state: dict[str, Tensor], source: Path, img_size: Any = None,
            model_class: type[nn.Module] = VisionTransformer) -> nn.Module:
-    """Build the model at the checkpoint's resolution and load; for another ``img_size``, resample positions."""
+    """Build the model at the checkpoint's resolution and load; for another ``img_size``, resample learned positions
+    (fixed sin-cos ones are the new grid's own)."""
     if img_size is not None and img_size != kwargs["img_size"]:
         if model_class is not VisionTransformer:
             raise ValueError(
