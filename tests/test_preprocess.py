@@ -11,6 +11,7 @@ import vitedu
 from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD
 from vitedu.digits import DIGITS_MEAN, DIGITS_STD
 from vitedu.preprocess import create_transform, make_pretrained_cfg
+from vitedu.pretrained import timm_pretrained_cfg
 
 MEAN, STD = (0.4, 0.5, 0.6), (0.2, 0.25, 0.3)  # deliberately not a standard set, so a default cannot pass
 
@@ -102,6 +103,45 @@ def test_timm_layout_without_mean_says_unknown(tmp_path):
     assert torch.allclose(x, _normalised(_raw(), MEAN, STD), atol=1e-6)
 
 
+def _tiny_vit():
+    return vitedu.VisionTransformer(img_size=32, patch_size=16, embed_dim=48, depth=1, num_heads=3, num_classes=5)
+
+
+def test_timm_pretrained_cfg_carries_every_field_config_json_records(tmp_path):
+    """vitedu.pretrained.timm_pretrained_cfg: each field of config.json's pretrained_cfg reaches the model's cfg
+    (values none of them takes by default: squash, crop_pct 0.9), with the label names; the source names the file."""
+    recorded = {"mean": list(MEAN), "std": list(STD), "interpolation": "bilinear", "crop_pct": 0.9,
+                "crop_mode": "squash", "input_size": [3, 32, 32]}
+    cfg = timm_pretrained_cfg({"pretrained_cfg": recorded}, tmp_path, _tiny_vit(), list("abcde"))
+    assert cfg == make_pretrained_cfg(
+        input_size=(3, 32, 32), num_classes=5, mean=MEAN, std=STD, interpolation="bilinear", crop_pct=0.9,
+        crop_mode="squash", label_names=list("abcde"), source=f"{tmp_path / 'config.json'} (pretrained_cfg)",
+        trained=True)
+    assert cfg["trained"] is True and cfg["label_names"] == tuple("abcde")
+
+
+@pytest.mark.parametrize("config", [{}, {"pretrained_cfg": None}, {"pretrained_cfg": {}}],
+                         ids=["no-pretrained_cfg", "null", "empty"])
+def test_timm_pretrained_cfg_states_nothing_it_was_not_told(tmp_path, config):
+    """Without a recorded pretrained_cfg: None for what a checkpoint alone decides (normalisation, interpolation,
+    crop_pct), the centre crop, and a source that says the normalisation is unknown; still trained weights."""
+    cfg = timm_pretrained_cfg(config, tmp_path, _tiny_vit(), None)
+    assert (cfg["mean"], cfg["std"], cfg["interpolation"], cfg["crop_pct"]) == (None, None, None, None)
+    assert cfg["crop_mode"] == "center" and cfg["label_names"] is None and cfg["trained"] is True
+    assert cfg["input_size"] == (3, 32, 32) and cfg["num_classes"] == 5
+    assert cfg["source"] == f"{tmp_path / 'config.json'} states no mean/std in its pretrained_cfg: the normalisation " \
+                            "is unknown"
+
+
+def test_timm_pretrained_cfg_without_crop_mode_crops_the_centre_and_without_mean_says_so(tmp_path):
+    """timm's older configs record no crop_mode (timm's default is the centre crop); a std without a mean is no
+    normalisation vitedu can apply, and the source says the mean is missing."""
+    cfg = timm_pretrained_cfg({"pretrained_cfg": {"mean": list(MEAN), "std": list(STD)}}, tmp_path, _tiny_vit(), None)
+    assert cfg["crop_mode"] == "center" and cfg["source"].endswith("config.json (pretrained_cfg)")
+    cfg = timm_pretrained_cfg({"pretrained_cfg": {"std": list(STD), "crop_pct": 0.9}}, tmp_path, _tiny_vit(), None)
+    assert cfg["mean"] is None and cfg["crop_pct"] == 0.9 and "states no mean/std" in cfg["source"]
+
+
 # ---- Hugging Face's layout: preprocessor_config.json ----
 
 def test_hugging_face_cfg_comes_from_its_preprocessor_config(tmp_path):
@@ -143,6 +183,20 @@ def test_bare_state_dict_records_no_normalisation(tmp_path):
     assert cfg["mean"] is None and cfg["interpolation"] is None and cfg["input_size"] == (3, 32, 32)
     with pytest.raises(ValueError, match="not known"):
         create_transform(model)
+
+
+def test_bare_state_dict_cfg_names_the_file_and_marks_the_weights_trained(tmp_path):
+    """What a bare state_dict's pretrained_cfg says: trained weights (so inputs are checked), no crop_pct (nothing
+    records one; make_pretrained_cfg's default is 1.0), the file in its source; and no class names (not even "")."""
+    vit = vitedu.VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=1, num_heads=3, num_classes=5)
+    path = tmp_path / "weights.safetensors"
+    save_file(vit.state_dict(), path)
+    with pytest.warns(UserWarning, match="bare state_dict"):
+        model = vitedu.from_pretrained(path, num_heads=3)
+    cfg = model.pretrained_cfg
+    assert cfg["trained"] is True and cfg["crop_pct"] is None and cfg["num_classes"] == 5
+    assert cfg["source"] == f"{path} is a bare state_dict: it records no input normalisation (mean/std unknown)"
+    assert model.class_names is None
 
 
 # ---- the transform itself ----

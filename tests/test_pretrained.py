@@ -94,6 +94,45 @@ def test_mismatched_checkpoint_names_every_problem(tmp_path):
     assert "head.weight: checkpoint (7, 48) vs model (5, 48)" in message
 
 
+TINY = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5)
+
+
+def _tiny(**kwargs):
+    return vitedu.VisionTransformer(**{**TINY, **kwargs})
+
+
+def test_mismatch_without_a_source_names_the_checkpoint_and_only_its_problems():
+    """No source: "the checkpoint" (not "None"); no missing/unexpected line when nothing is missing or unexpected;
+    the last line says how to fix it."""
+    state = {**_tiny().state_dict(), "head.weight": torch.zeros(7, 48)}
+    with pytest.raises(ValueError) as err:
+        vitedu.pretrained.load_checked(_tiny(), state)
+    lines = str(err.value).splitlines()
+    assert lines[0] == "the checkpoint does not match the model:"
+    assert lines[1:-1] == ["  shape mismatch: head.weight: checkpoint (7, 48) vs model (5, 48)"]
+    assert lines[-1].startswith("Build the model with the checkpoint's configuration (patch size, width, depth")
+
+
+def test_mismatch_lists_at_most_eight_shapes():
+    """A checkpoint of another width mismatches every tensor: the first 8 are enough to see what is wrong."""
+    with pytest.raises(ValueError, match=r"^weights\.pth does not match") as err:
+        vitedu.pretrained.load_checked(_tiny(), _tiny(embed_dim=24).state_dict(), "weights.pth")
+    assert str(err.value).count("shape mismatch") == 8 < len(_tiny().state_dict())
+
+
+def test_vit_specific_reasons_are_given_for_a_plain_vit_only():
+    """BEiT's q_bias is something vitedu's ViT lacks; for a DeiT-distilled model the mismatch is named, but the
+    ViT's reason is not claimed."""
+    from vitedu.deit import VisionTransformerDistilled
+
+    reason = "which vitedu's ViT does not implement"
+    for model, hinted in ((_tiny(), True), (VisionTransformerDistilled(**TINY), False)):
+        state = {**model.state_dict(), "blocks.0.attn.q_bias": torch.zeros(48)}
+        with pytest.raises(ValueError, match=r"unexpected in checkpoint: \['blocks.N.attn.q_bias'\]") as err:
+            vitedu.pretrained.load_checked(model, state)
+        assert (reason in str(err.value)) is hinted and ("'q_bias'/'v_bias' are BEiT-style" in str(err.value)) is hinted
+
+
 def test_hugging_face_config_with_other_activation_is_refused(hf_model, tmp_path):
     hf_model.save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())

@@ -3,6 +3,7 @@ wrappers, a Hugging Face weights file passed directly, odd MLP widths; the resol
 
 import json
 import pathlib
+import sys
 import time
 import warnings
 
@@ -351,6 +352,8 @@ class _FakeHub:
 @pytest.mark.parametrize("files, fetched", [
     (["config.json", "model.safetensors", "pytorch_model.bin", "README.md"], ["model.safetensors", "config.json"]),
     (["config.json", "pytorch_model.bin"], ["pytorch_model.bin", "config.json"]),
+    (["config.json", "model.safetensors", "preprocessor_config.json"],  # Hugging Face's record of the normalisation
+     ["model.safetensors", "preprocessor_config.json", "config.json"]),
     (["config.json", "README.md"], None),
     (["model.safetensors"], None),
 ])
@@ -400,3 +403,289 @@ def test_mismatch_errors_fold_block_numbers(tmp_path, vit):
     with pytest.raises(ValueError, match=r"blocks\.N\.attn\.fused\.weight") as err:
         pretrained.load_checked(vitedu.VisionTransformer(**SMALL), state)
     assert "blocks.0.attn.fused" not in str(err.value) and "blocks.1.attn.fused" not in str(err.value)
+
+
+# ---- behaviours found by the mutation run of 2026-11-26 (issue 27), by function of vitedu.pretrained ----
+
+def _save(model_or_state, path):
+    save_file(model_or_state if isinstance(model_or_state, dict) else model_or_state.state_dict(), path)
+    return path
+
+
+def _timm_hub_dir(path, model, architecture="vit_tiny_patch16_224", **model_args):
+    """timm's hub layout written from a vitedu model: config.json naming the architecture, model.safetensors."""
+    path.mkdir(exist_ok=True)
+    _save(model, path / "model.safetensors")
+    args = dict(embed_dim=model.embed_dim, num_classes=model.num_classes, depth=len(model.blocks),
+                img_size=list(model.patch_embed.img_size), patch_size=model.patch_embed.patch_size[0])
+    config = {"architecture": architecture, "model_args": {**args, **model_args}}
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+def _tiny_timm_vit(**kwargs):
+    """Width 192 and 16-pixel patches, those of vit_tiny_patch16_224, on a 2x2 grid, one block."""
+    return vitedu.VisionTransformer(**{**dict(img_size=32, patch_size=16, embed_dim=192, depth=1, num_heads=3,
+                                              num_classes=5), **kwargs}).eval()
+
+
+def _caller_frames(frame):
+    """``frame`` and its callers, outwards, without mutmut's trampolines: under `make mutation` every call of a
+    vitedu function passes through two frames in mutmut's package, which no stacklevel can count."""
+    frames = []
+    while frame is not None:
+        if "mutmut" not in pathlib.Path(frame.f_code.co_filename).parts:
+            frames.append(frame)
+        frame = frame.f_back
+    return frames
+
+
+# _from_state_dict_file
+
+@pytest.mark.parametrize("prefix", ["embeddings.", "vit.embeddings.", "encoder.layer."])
+def test_hugging_face_keys_in_a_bare_file_ask_for_its_directory(tmp_path, prefix):
+    """ViTModel's keys start with embeddings./encoder.layer., ViTForImageClassification's with vit.: each alone
+    shows a Hugging Face state_dict, whose configuration is in a config.json."""
+    path = _save({f"{prefix}0.weight": torch.zeros(2)}, tmp_path / "weights.safetensors")
+    with pytest.raises(ValueError, match="holds a Hugging Face ViT state_dict.*save_pretrained"):
+        from_pretrained(path)
+
+
+def test_an_unsupported_arch_names_what_the_weights_show(tmp_path, vit):
+    """The refusal of a timm name vitedu lacks adds what the tensors reveal, for a bare file and a hub directory."""
+    state = {**vit.state_dict(), "blocks.0.attn.q_norm.weight": torch.ones(16)}
+    bare = _save(state, tmp_path / "weights.safetensors")
+    shows = r"post-norm blocks.*Its weights show normalised queries and keys \('q_norm'/'k_norm'"
+    with pytest.raises(ValueError, match=shows):
+        from_pretrained(bare, arch="vit_base_patch16_rpn_224")
+    (tmp_path / "hub").mkdir()
+    _save(state, tmp_path / "hub" / "model.safetensors")
+    (tmp_path / "hub" / "config.json").write_text(json.dumps({"architecture": "vit_base_patch16_rpn_224"}))
+    with pytest.raises(ValueError, match=shows):
+        from_pretrained(tmp_path / "hub")
+
+
+def test_an_arch_of_another_width_names_the_architecture_and_the_way_out(tmp_path, vit):
+    """The tag is not the architecture; a plain ViT can be loaded unpinned, a CaiT needs its own class."""
+    from vitedu.cait import Cait
+
+    bare = _save(vit, tmp_path / "vit.safetensors")
+    with pytest.raises(ValueError, match=r"is not a vit_small_patch16_224: its tensors have embed_dim 48 \(a "
+                                         r"vit_small_patch16_224 has 384\).*or leave arch out and pass num_heads="):
+        from_pretrained(bare, arch="vit_small_patch16_224.augreg_in21k")
+    cait = _save(Cait(img_size=32, patch_size=16, embed_dim=48, depth=1, num_heads=4), tmp_path / "cait.safetensors")
+    with pytest.raises(ValueError, match=r"is not a cait_xxs24_224: .*or build a Cait and use load_state_dict$"):
+        from_pretrained(cait, arch="cait_xxs24_224")
+
+
+@pytest.mark.parametrize("pool, pooling", [("cls", "[CLS] pooling"),
+                                           ("mean", "mean pooling with the final LayerNorm after it")])
+def test_bare_state_dict_warning_names_every_assumption(tmp_path, pool, pooling):
+    path = _save(_tiny_timm_vit(pool=pool), tmp_path / "weights.safetensors")
+    with pytest.warns(UserWarning, match="bare state_dict") as record:
+        from_pretrained(path)
+    assumed = (f"vitedu assumed num_heads=3 (timm's usual count for width 192), exact GELU, pre-norm blocks, "
+               f"LayerNorm eps 1e-6, {pooling}, as in timm's plain ViT")
+    assert assumed in str(record[0].message)
+
+
+def test_bare_state_dict_warning_points_at_the_callers_line(tmp_path, monkeypatch, vit):
+    """stacklevel: the warning shows the user's own line, not vitedu's internals. Checked on the stacklevel given to
+    warnings.warn (mutmut's trampolines, see _caller_frames, would move the frame the real warning shows)."""
+    from types import SimpleNamespace
+
+    path = _save(vit, tmp_path / "weights.safetensors")
+    pointed = []
+
+    def warn(message, category=None, stacklevel=1):
+        frame = _caller_frames(sys._getframe(1))[stacklevel - 1]  # stacklevel 1: the function that warns
+        pointed.append((frame.f_code.co_filename, frame.f_lineno))
+
+    monkeypatch.setattr(pretrained, "warnings", SimpleNamespace(warn=warn))
+    line = sys._getframe().f_lineno + 1
+    from_pretrained(path, num_heads=3)
+    assert pointed == [(__file__, line)]
+
+
+def test_a_contradicting_override_names_the_file_in_every_format(tmp_path, vit):
+    bare = _save(vit, tmp_path / "weights.safetensors")
+    _hf_dir(tmp_path / "hf", **HF)
+    hub = _timm_hub_dir(tmp_path / "timm", _tiny_timm_vit())
+    for source, weights in ((bare, bare), (tmp_path / "hf", tmp_path / "hf" / "model.safetensors"),
+                            (hub, hub / "model.safetensors")):
+        with warnings.catch_warnings(), pytest.raises(ValueError, match=r"num_classes=7 \(the checkpoint has") as err:
+            warnings.simplefilter("ignore")  # the bare file's assumptions
+            from_pretrained(source, num_heads=3, num_classes=7)
+        assert str(err.value).startswith(f"{weights}: num_classes=7")
+
+
+def test_a_variant_state_dict_checks_overrides_against_its_own_class(tmp_path):
+    from vitedu.cait import Cait
+
+    path = _save(Cait(img_size=32, patch_size=16, embed_dim=192, depth=1, num_heads=4, num_classes=5),
+                 tmp_path / "cait.safetensors")
+    with pytest.raises(ValueError, match=r"unknown argument\(s\) \['pool'\]; Cait accepts"):
+        from_pretrained(path, arch="cait_xxs24_224", pool="mean")
+
+
+# _infer_timm_kwargs
+
+@pytest.mark.parametrize("change", [dict(in_chans=1), dict(mlp_ratio=2.0), dict(num_classes=0),
+                                    dict(init_values=1e-5), dict(pool="mean"), dict(qkv_bias=False)],
+                         ids=["grayscale", "mlp-2x", "headless", "layerscale", "mean-pool", "no-qkv-bias"])
+def test_a_bare_state_dict_gives_what_its_shapes_record(tmp_path, change):
+    model = vitedu.VisionTransformer(**{**SMALL, "depth": 1, **change}).eval()
+    path = _save(model, tmp_path / "weights.safetensors")
+    images = torch.randn(2, change.get("in_chans", 3), 32, 32)
+    torch.testing.assert_close(_load_quietly(path)(images), model(images), rtol=0, atol=0)
+
+
+def test_a_distilled_state_dict_counts_its_grid_after_both_prefix_tokens(tmp_path):
+    """[CLS] and [DIST] have positions but are no patches. With a single patch the count shows: 3 positions are a
+    1x1 grid (16 pixels), not 2x2."""
+    from vitedu.deit import VisionTransformerDistilled
+
+    theirs = VisionTransformerDistilled(img_size=16, patch_size=16, embed_dim=192, depth=1, num_heads=3,
+                                        num_classes=5).eval()
+    ours = from_pretrained(_save(theirs, tmp_path / "deit.safetensors"), arch="deit_tiny_distilled_patch16_224")
+    images = torch.randn(2, 3, 16, 16)
+    assert ours.patch_embed.img_size == (16, 16)
+    torch.testing.assert_close(ours(images), theirs(images), rtol=0, atol=0)
+
+
+# _model_class
+
+def test_family_keys_without_a_patch_embedding_are_named(tmp_path):
+    path = _save({"dist_token": torch.zeros(1, 1, 8), "cls_token": torch.zeros(1, 1, 8)}, tmp_path / "w.safetensors")
+    with pytest.raises(ValueError, match=r"holds a DeiT-distilled state_dict \(it has 'dist_token'\)"):
+        from_pretrained(path)
+
+
+def test_a_variant_arch_names_the_key_the_file_has_or_lacks(tmp_path):
+    from vitedu.cait import Cait
+
+    vit = _save(_tiny_timm_vit(), tmp_path / "vit.safetensors")
+    with pytest.raises(ValueError, match=r"not a cait_xxs24_224: its keys are those of a ViT \(it has none of "
+                                         r"'dist_token', 'blocks_token_only', 'gating_param'\): pass arch='"):
+        from_pretrained(vit, arch="cait_xxs24_224")
+    cait = _save(Cait(img_size=32, patch_size=16, embed_dim=192, depth=1, num_heads=4), tmp_path / "cait.safetensors")
+    with pytest.raises(ValueError, match=r"not a convit_tiny: its keys are those of a CaiT \(it has "
+                                         r"'blocks_token_only\.0\.[\w.]+'\): pass arch='cait_xxs24_224'"):
+        from_pretrained(cait, arch="convit_tiny")
+
+
+# _build
+
+@pytest.mark.parametrize("pool", ["cls", "mean"])
+def test_img_size_resamples_learned_positions_after_the_prefix_tokens(tmp_path, pool):
+    """A mean-pooled ViT has no [CLS]: all of its positions are the grid's."""
+    model = vitedu.VisionTransformer(**{**SMALL, "depth": 1, "pool": pool})
+    ours = _load_quietly(_save(model, tmp_path / "weights.safetensors"), img_size=64)
+    assert ours.patch_embed.img_size == (64, 64)
+    expected = vitedu.resample_pos_embed(model.pos_embed.detach(), 8, old_grid=4, num_prefix_tokens=int(pool == "cls"))
+    torch.testing.assert_close(ours.pos_embed.detach(), expected, rtol=0, atol=0)
+
+
+def test_img_size_resamples_a_non_square_grid(tmp_path):
+    """timm's config.json may record a non-square input; its 2x4 grid cannot be guessed from 8 positions."""
+    model = vitedu.VisionTransformer(**{**SMALL, "depth": 1, "img_size": (16, 32)})
+    hub = _timm_hub_dir(tmp_path, model, num_heads=3)
+    ours = from_pretrained(hub, img_size=32)
+    expected = vitedu.resample_pos_embed(model.pos_embed.detach(), 4, old_grid=(2, 4), num_prefix_tokens=1)
+    torch.testing.assert_close(ours.pos_embed.detach(), expected, rtol=0, atol=0)
+
+
+def test_img_size_gives_a_fixed_sincos_model_the_new_grid_s_own_table(tmp_path):
+    """Fixed 2-D sin-cos positions are not resampled: the model at the new size computes its own table. (Before
+    this test the old grid's table was loaded as it was, and the loading failed on its shape.)"""
+    model = vitedu.VisionTransformer(**{**SMALL, "depth": 1, "pos_embed": "sincos"}).eval()
+    ours = _load_quietly(_save(model, tmp_path / "weights.safetensors"), pos_embed="sincos", img_size=64)
+    bigger = vitedu.VisionTransformer(**{**SMALL, "depth": 1, "pos_embed": "sincos", "img_size": 64}).eval()
+    bigger.load_state_dict({**model.state_dict(), "pos_embed": bigger.pos_embed})
+    images = torch.randn(2, 3, 64, 64)
+    torch.testing.assert_close(ours.pos_embed, bigger.pos_embed, rtol=0, atol=0)
+    torch.testing.assert_close(ours(images), bigger(images), rtol=0, atol=0)
+
+
+def test_a_head_count_that_does_not_divide_the_width_is_named_at_any_img_size(tmp_path, vit):
+    path = _save(vit, tmp_path / "weights.safetensors")
+    for resize in ({}, {"img_size": 64}):
+        with pytest.warns(UserWarning, match="bare state_dict"):
+            with pytest.raises(ValueError, match="cannot build a VisionTransformer from") as err:
+                from_pretrained(path, num_heads=5, **resize)
+        assert str(err.value).startswith(str(path))
+
+
+# _from_directory
+
+def test_a_hugging_face_config_without_model_type_loads(tmp_path):
+    theirs = _hf_dir(tmp_path, **HF)
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["model_type"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with torch.no_grad():
+        torch.testing.assert_close(from_pretrained(tmp_path)(IMAGES), theirs(pixel_values=IMAGES).logits)
+
+
+def test_a_config_json_of_neither_format_names_its_keys(tmp_path, vit):
+    _save(vit, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps({"labels": ["cat", "dog"]}))
+    with pytest.raises(ValueError, match=r"is neither a Hugging Face config .* its keys: \['labels'\]"):
+        from_pretrained(tmp_path)
+
+
+def test_hugging_face_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
+    _hf_dir(tmp_path, **HF)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["id2label"] = {"0": "cat", "1": "dog", "2": "owl"}  # 3 classes; the weights have 5
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"head.weight: checkpoint \(5, 48\) vs model \(3, 48\)") as err:
+        from_pretrained(tmp_path)
+    assert str(err.value).startswith(f"{tmp_path / 'model.safetensors'} does not match the model")
+
+
+def test_hugging_face_img_size_rebuilds_the_model(tmp_path):
+    _hf_dir(tmp_path, **HF)
+    assert from_pretrained(tmp_path, img_size=64).patch_embed.img_size == (64, 64)
+
+
+def test_hugging_face_labels_reach_class_names_and_the_cfg_and_no_labels_give_none(tmp_path):
+    labels = {i: name for i, name in enumerate(["cat", "dog", "owl", "fox", "elk"])}
+    _hf_dir(tmp_path / "labelled", **{**HF, "id2label": labels, "label2id": {v: k for k, v in labels.items()}})
+    model = from_pretrained(tmp_path / "labelled")
+    assert model.class_names == list(labels.values()) and model.pretrained_cfg["label_names"] == tuple(labels.values())
+    torch.manual_seed(0)  # a headless ViTModel whose config.json has no id2label at all
+    transformers.ViTModel(transformers.ViTConfig(**HF), add_pooling_layer=False).save_pretrained(tmp_path / "bare")
+    config = json.loads((tmp_path / "bare" / "config.json").read_text())
+    (tmp_path / "bare" / "config.json").write_text(json.dumps({k: v for k, v in config.items()
+                                                               if k not in ("id2label", "label2id")}))
+    model = from_pretrained(tmp_path / "bare")
+    assert model.num_classes == 0 and model.class_names is None and model.pretrained_cfg["label_names"] is None
+
+
+# from_pretrained
+
+def test_a_weights_file_passed_directly_keeps_the_arch_check(tmp_path):
+    _hf_dir(tmp_path, **HF)
+    with pytest.raises(ValueError, match=r"arch='vit_tiny_patch16_224' applies to timm checkpoints"):
+        from_pretrained(tmp_path / "model.safetensors", arch="vit_tiny_patch16_224")
+
+
+def test_the_weights_file_passed_is_the_one_loaded(tmp_path):
+    """A directory with both formats: the directory means model.safetensors, pytorch_model.bin means that file."""
+    torch.manual_seed(0)
+    first, second = _tiny_timm_vit(), _tiny_timm_vit()
+    hub = _timm_hub_dir(tmp_path, first)
+    torch.save(second.state_dict(), hub / "pytorch_model.bin")
+    images = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(from_pretrained(hub)(images), first(images), rtol=0, atol=0)
+    torch.testing.assert_close(from_pretrained(hub / "pytorch_model.bin")(images), second(images), rtol=0, atol=0)
+
+
+# _from_timm_config
+
+def test_timm_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
+    hub = _timm_hub_dir(tmp_path, _tiny_timm_vit(), num_classes=7)
+    with pytest.raises(ValueError, match=r"head.weight: checkpoint \(5, 192\) vs model \(7, 192\)") as err:
+        from_pretrained(hub)
+    assert str(err.value).startswith(f"{hub / 'model.safetensors'} does not match the model")

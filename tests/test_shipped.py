@@ -108,3 +108,60 @@ def test_seed_packs_reach_their_recorded_test_accuracy(pack):
         with torch.no_grad():
             found = (torch.cat([model(b).argmax(-1) for b in x.split(500)]) == labels).float().mean().item()
         assert found == pytest.approx(acc, abs=2e-3)
+
+
+# ---- load_shipped and load_seed_pack: what they name and which pretrained_cfg they attach ----
+
+def _tiny_vit():
+    return vitedu.VisionTransformer(img_size=32, patch_size=8, in_chans=1, embed_dim=48, depth=1, num_heads=3,
+                                    num_classes=10)
+
+
+def test_shipped_weights_that_do_not_fit_name_the_model():
+    from vitedu.pretrained import load_shipped
+
+    with pytest.raises(ValueError, match=r"^the shipped weights of 'vit_cluttered_digits' does not match the model"):
+        load_shipped(_tiny_vit(), "vit_cluttered_digits")
+
+
+def test_shipped_cfg_comes_from_the_file_metadata():
+    model = vitedu.create_model("vit_cluttered_digits", pretrained=True)
+    recorded = json.loads(shipped_metadata("vit_cluttered_digits")["pretrained_cfg"])
+    cfg = model.pretrained_cfg
+    assert cfg["source"] == "the metadata of the shipped file of 'vit_cluttered_digits'" and cfg["trained"] is True
+    assert (cfg["mean"], cfg["std"], cfg["interpolation"]) == (tuple(recorded["mean"]), tuple(recorded["std"]),
+                                                               recorded["interpolation"])
+
+
+@pytest.mark.parametrize("recorded, expected", [
+    (None, {"source": "vitedu.registry.MODELS['vit_cluttered_digits'] (the registry entry)"}),
+    ({"mean": [0.5], "std": [0.25]}, {"source": "the metadata of the shipped file of 'vit_cluttered_digits'",
+                                      "mean": (0.5,), "std": (0.25,)}),
+], ids=["no-recorded-cfg", "partial-cfg"])
+def test_what_the_metadata_does_not_record_comes_from_the_registry(monkeypatch, recorded, expected):
+    """A shipped file without a pretrained_cfg in its metadata gets the registry entry's, for trained weights; a
+    partial one is completed from the registry entry, field by field."""
+    from vitedu import pretrained
+
+    metadata = {} if recorded is None else {"pretrained_cfg": json.dumps(recorded)}
+    monkeypatch.setattr(pretrained, "shipped_metadata", lambda name: metadata)
+    model = pretrained.load_shipped(vitedu.create_model("vit_cluttered_digits"), "vit_cluttered_digits")
+    registry = pretrained.registry_cfg("vit_cluttered_digits", model, trained=True)
+    assert model.pretrained_cfg == {**registry, **expected} and model.pretrained_cfg["trained"] is True
+
+
+def test_a_missing_seed_pack_lists_the_packs_shipped():
+    from vitedu.pretrained import load_seed_pack
+
+    with pytest.raises(ValueError, match="the packs shipped are: ") as err:
+        load_seed_pack("nothing.safetensors", lambda config: _tiny_vit())
+    listed = str(err.value).split("the packs shipped are: ")[1].split(", ")
+    assert "vit_cluttered_digits_3_seeds.safetensors" in listed and "cnn_grid_3_seeds.safetensors" in listed
+    assert all(name.endswith("_seeds.safetensors") for name in listed)  # not the single shipped model
+
+
+def test_a_seed_pack_that_does_not_fit_the_model_names_the_seed_and_the_pack():
+    from vitedu.pretrained import load_seed_pack
+
+    with pytest.raises(ValueError, match=r"^seed 0 of cnn_grid_3_seeds.safetensors does not match the model"):
+        load_seed_pack("cnn_grid_3_seeds.safetensors", lambda config: _tiny_vit())

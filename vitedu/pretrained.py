@@ -324,7 +324,8 @@ def _same(a: Any, b: Any) -> bool:
 
 def _build(kwargs: dict[str, Any], state: dict[str, Tensor], source: Path, img_size: Any = None,
            model_class: type[nn.Module] = VisionTransformer) -> nn.Module:
-    """Build the model at the checkpoint's resolution and load; for another ``img_size``, resample positions."""
+    """Build the model at the checkpoint's resolution and load; for another ``img_size``, resample learned positions
+    (fixed sin-cos ones are the new grid's own)."""
     if img_size is not None and img_size != kwargs["img_size"]:
         if model_class is not VisionTransformer:
             raise ValueError(
@@ -334,7 +335,9 @@ def _build(kwargs: dict[str, Any], state: dict[str, Tensor], source: Path, img_s
             )
         old = VisionTransformer(**{**kwargs, "depth": 0, "num_classes": 0})  # only its grid is needed
         new = VisionTransformer(**{**kwargs, "img_size": img_size, "depth": 0, "num_classes": 0})
-        if "pos_embed" in state and not kwargs.get("pos_embed") == "sincos":
+        if "pos_embed" in state and kwargs.get("pos_embed") == "sincos":  # fixed, not learned: the new grid's own
+            state = {**state, "pos_embed": new.pos_embed.detach()}
+        elif "pos_embed" in state:
             state = {**state, "pos_embed": resample_pos_embed(
                 state["pos_embed"], new.patch_embed.grid_size, old_grid=old.patch_embed.grid_size,
                 num_prefix_tokens=old.num_prefix_tokens)}
