@@ -86,7 +86,7 @@ def test_pickled_file_that_is_not_a_state_dict(tmp_path):
 # ---- local paths are never sent to the hub ----
 
 @pytest.mark.parametrize("name", ["runs/vit.pth", "vit.safetensors", "./runs/vit", "runs/a/b", "~/nope/x.pth", "./vit",
-                                  ".hidden/vit", "owner\\x/vit", pathlib.Path("owner/vit")])
+                                  ".hidden/vit", "owner\\x/vit", pathlib.Path("owner/vit"), "runs/"])
 def test_missing_local_path_fails_at_once(monkeypatch, name):
     def no_hub(hub_id):
         raise AssertionError(f"the hub was asked for {hub_id!r}")
@@ -538,6 +538,18 @@ def test_a_bare_state_dict_gives_what_its_shapes_record(tmp_path, change):
     path = _save(model, tmp_path / "weights.safetensors")
     images = torch.randn(2, change.get("in_chans", 3), 32, 32)
     torch.testing.assert_close(_load_quietly(path)(images), model(images), rtol=0, atol=0)
+
+
+def test_layerscale_is_structural_but_its_starting_value_is_not(tmp_path):
+    """init_values only sets gamma before training; a file's trained gammas replace it. So any value loads the same
+    weights, while init_values=None (no LayerScale at all) contradicts a file that has it."""
+    model = vitedu.VisionTransformer(**{**SMALL, "depth": 1, "init_values": 0.1}).eval()
+    path = _save(model, tmp_path / "weights.safetensors")
+    images = torch.randn(2, 3, 32, 32)
+    loaded = _load_quietly(path, init_values=1e-6)
+    torch.testing.assert_close(loaded(images), model(images), rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"init_values=None \(the checkpoint has init_values=1e-05\)"):
+        _load_quietly(path, init_values=None)
 
 
 def test_a_distilled_state_dict_counts_its_grid_after_both_prefix_tokens(tmp_path):

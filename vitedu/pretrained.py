@@ -259,7 +259,7 @@ def _infer_timm_kwargs(state: dict[str, Tensor], source: Path,
     return shapes | dict(
         pool="cls" if prefix else "mean",
         qkv_bias="blocks.0.attn.qkv.bias" in state,
-        init_values=1e-5 if "blocks.0.ls1.gamma" in state else None,
+        init_values=1e-5 if "blocks.0.ls1.gamma" in state else None,  # LayerScale on; the file's gammas replace 1e-5
     )
 
 
@@ -303,7 +303,7 @@ def _merge_overrides(recorded: dict[str, Any], overrides: dict[str, Any], source
     conflicts = [
         f"{k}={overrides[k]!r} (the checkpoint has {k}={recorded[k]!r})"
         for k in _STRUCTURAL
-        if k in overrides and k in recorded and not _same(overrides[k], recorded[k])
+        if k in overrides and k in recorded and not _same(overrides[k], recorded[k], k)
     ]
     if conflicts:
         raise ValueError(
@@ -316,7 +316,9 @@ def _merge_overrides(recorded: dict[str, Any], overrides: dict[str, Any], source
     return {**recorded, **{k: v for k, v in overrides.items() if k not in _STRUCTURAL or k not in recorded}}
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: Any, b: Any, key: str = "") -> bool:
+    if key == "init_values":  # LayerScale's starting gamma, replaced by the checkpoint's: only on/off counts
+        return (a is None) == (b is None)
     if isinstance(a, float) or isinstance(b, float):
         return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9)
     return a == b
@@ -400,7 +402,7 @@ def _resolve(source: str | Path) -> Path:
         or "\\" in text
         or text.count("/") != 1
         or path.suffix.lower() in _CHECKPOINT_SUFFIXES
-        or path.parent.is_dir() and str(path.parent) != "."
+        or path.parent.is_dir()
     )
     if looks_local:
         raise FileNotFoundError(
