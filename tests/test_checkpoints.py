@@ -237,3 +237,31 @@ def test_read_state_dict_says_what_is_wrong_with_a_broken_file(tmp_path, monkeyp
     monkeypatch.setattr(CK.torch, "load", silent_failure)
     with pytest.raises(ValueError, match=r"set\.pth is not a readable PyTorch checkpoint \(EOFError: \); it may"):
         CK.read_state_dict(foreign)
+
+
+# ---- float16 with loss scaling (a GPU without bfloat16), exercised on the CPU ----
+
+def test_a_float16_run_scales_its_loss_and_a_resumed_run_keeps_the_scale(tmp_path, monkeypatch):
+    """Where "auto" means float16 (a GPU without bfloat16), fit multiplies in float16 and scales the loss, clips the
+    unscaled gradients, saves the loss scale, and a resumed run carries on with the saved scale, not a fresh one.
+    The CPU runs float16 autocast and GradScaler("cpu") too, so the path is tested here."""
+    monkeypatch.setattr(T, "amp_dtype", lambda device: torch.float16)
+    seen = set()
+    real_create_model = T.create_model
+
+    def create_model_seeing_dtypes(*args, **kwargs):
+        model = real_create_model(*args, **kwargs)
+        model.head.register_forward_hook(lambda module, inputs, output: seen.add(output.dtype))
+        return model
+
+    monkeypatch.setattr(T, "create_model", create_model_seeing_dtypes)
+    out = tmp_path / "run"
+    T.fit(replace(SMALL, epochs=1), out=out, device="cpu", log=quiet)
+    assert torch.float16 in seen
+    state_file = out / T.STATE_FILE
+    state = json.loads(state_file.read_text())
+    assert state["scaler"]["scale"] == 65536.0  # GradScaler's starting scale, kept after a step without overflow
+    state["scaler"]["scale"] = 1024.0  # as if overflows had halved it six times
+    state_file.write_text(json.dumps(state))
+    T.fit(replace(SMALL, epochs=2), out=out, resume=True, device="cpu", log=quiet)
+    assert json.loads(state_file.read_text())["scaler"]["scale"] == 1024.0

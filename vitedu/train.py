@@ -233,6 +233,11 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> Optional[to
     return torch.bfloat16 if precision == "bf16" else None
 
 
+def loss_scaler(device: torch.device, precision: str = "auto") -> torch.amp.GradScaler:
+    """Loss scaling, switched on for float16 only: its gradients underflow without it (bfloat16 has fp32's range)."""
+    return torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
+
+
 def model_kwargs(config: TrainConfig) -> dict[str, Any]:
     """The model's full keyword arguments: its named configuration with ``config.model_kwargs`` on top."""
     named = MODELS[config.model].kwargs if config.model in MODELS else {}  # an unknown name fails in create_model
@@ -394,7 +399,7 @@ def fit(
     model = create_model(config.model, **config.model_kwargs).to(device)
     attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=False))
     optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
+    scaler = loss_scaler(device, precision)
     teacher = (train_teacher(config, loaders, device, out, progress, log, precision) if config.teacher_epochs
                else None)
     if hasattr(model, "set_distilled_training"):  # DeiT: two outputs in training only when there is a teacher
@@ -450,7 +455,7 @@ def train_teacher(
         teacher.load_state_dict(load_file(str(path), device=str(device)))
         return teacher.eval()
     optimizer = torch.optim.AdamW(param_groups(teacher, config.weight_decay), lr=config.lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
+    scaler = loss_scaler(device, precision)
     teacher_config = replace(config, warmup_epochs=1.0)  # the student's recipe, one epoch of warm-up
     step, total_steps = 0, config.teacher_epochs * len(loaders["train"])
     torch.manual_seed(config.seed + 1 + 7_919 * distributed.current().rank)
