@@ -103,17 +103,17 @@ def all_sum(values: list[float], device: torch.device) -> list[float]:
     return total.tolist()
 
 
-def wrap(model: nn.Module, device: torch.device, find_unused_parameters: bool = False) -> nn.Module:
+def wrap(model: nn.Module, device: torch.device) -> nn.Module:
     """DistributedDataParallel(model) when there are several processes, else the model itself.
 
     Train through the wrapper (its backward averages the gradients); save, evaluate and inspect the model
-    itself, whose parameters the wrapper shares.
+    itself, whose parameters the wrapper shares. Every vitedu model uses all its parameters in each step (a DeiT
+    without a teacher averages its two heads), so DDP need not search the graph for unused ones.
     """
     if not current().distributed:
         return model
     device_ids = [device.index] if device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids,
-                                               find_unused_parameters=find_unused_parameters)
+    return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
 
 __all__ = ["Process", "all_sum", "barrier", "cleanup", "current", "setup", "wrap"]

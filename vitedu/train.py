@@ -404,9 +404,7 @@ def fit(
                else None)
     if hasattr(model, "set_distilled_training"):  # DeiT: two outputs in training only when there is a teacher
         model.set_distilled_training(teacher is not None)
-    # DDP averages gradients over processes; a DeiT trained without teacher leaves its [DIST] head unused.
-    trained = distributed.wrap(model, device, find_unused_parameters=hasattr(model, "set_distilled_training") and
-                       teacher is None)
+    trained = distributed.wrap(model, device)  # DDP averages gradients over processes
     if compile:
         trained = torch.compile(trained)
     start_epoch, step, history = 0, 0, History()
