@@ -328,8 +328,10 @@ def test_overrides_compare_floats_with_a_tolerance(tmp_path):
     for conflict in (dict(mlp_ratio=2.0), dict(norm_eps=1e-6), dict(norm_eps=None)):
         with pytest.raises(ValueError, match="the checkpoint has"):
             from_pretrained(tmp_path, **conflict)
-    assert pretrained._same(3, 3.0 + 1e-12) and pretrained._same(3.0 + 1e-12, 3)  # an int against a float
-    assert not pretrained._same(None, 1e-6) and not pretrained._same(1e-6, None) and not pretrained._same(4.0, 2.0)
+    same = pretrained._same
+    assert same(3, 3.0 + 1e-12, "mlp_ratio") and same(3.0 + 1e-12, 3, "mlp_ratio")  # an int against a float
+    assert not same(None, 1e-6, "norm_eps") and not same(1e-6, None, "norm_eps") and not same(4.0, 2.0, "mlp_ratio")
+    assert same(1e-6, 1e-5, "init_values") and not same(None, 1e-5, "init_values")  # LayerScale on or off
 
 
 class _FakeHub:

@@ -316,11 +316,11 @@ def _merge_overrides(recorded: dict[str, Any], overrides: dict[str, Any], source
     return {**recorded, **{k: v for k, v in overrides.items() if k not in _STRUCTURAL or k not in recorded}}
 
 
-def _same(a: Any, b: Any, key: str = "") -> bool:
+def _same(a: Any, b: Any, key: str) -> bool:
     if key == "init_values":  # LayerScale's starting gamma, replaced by the checkpoint's: only on/off counts
         return (a is None) == (b is None)
     if isinstance(a, float) or isinstance(b, float):
-        return a is not None and b is not None and math.isclose(a, b, rel_tol=1e-9)
+        return a is not None and b is not None and math.isclose(a, b)  # to 1e-9, relatively
     return a == b
 
 
@@ -525,8 +525,7 @@ def _from_state_dict_file(path: Path, arch: str | None, checkpoint_key: str | No
             f"where the LayerNorms sit. vitedu assumed {', '.join(assumed)}, as in timm's plain ViT. If the model "
             f"differs, the logits will too: pass arch='<timm architecture>' (e.g. arch='vit_small_patch16_224') "
             f"to pin these down and silence this warning",
-            UserWarning,
-            stacklevel=3,
+            stacklevel=3,  # a UserWarning pointing at the caller's from_pretrained line
         )
     model = _build(_merge_overrides(recorded, overrides, path, model_class), state, path, img_size, model_class)
     model.class_names = None
