@@ -256,7 +256,7 @@ def test_a_float16_run_scales_its_loss_and_a_resumed_run_keeps_the_scale(tmp_pat
 
     monkeypatch.setattr(T, "create_model", create_model_seeing_dtypes)
     out = tmp_path / "run"
-    T.fit(replace(SMALL, epochs=1), out=out, device="cpu", log=quiet)
+    T.fit(replace(SMALL, epochs=2), out=out, stop_after=1, device="cpu", log=quiet)  # as if interrupted
     assert torch.float16 in seen
     state_file = out / T.STATE_FILE
     state = json.loads(state_file.read_text())
@@ -264,4 +264,7 @@ def test_a_float16_run_scales_its_loss_and_a_resumed_run_keeps_the_scale(tmp_pat
     state["scaler"]["scale"] = 1024.0  # as if overflows had halved it six times
     state_file.write_text(json.dumps(state))
     T.fit(replace(SMALL, epochs=2), out=out, resume=True, device="cpu", log=quiet)
-    assert json.loads(state_file.read_text())["scaler"]["scale"] == 1024.0
+    state = json.loads(state_file.read_text())
+    assert state["epoch"] == 2 and state["scaler"]["scale"] == 1024.0
+    T.fit(replace(SMALL, epochs=1), out=tmp_path / "fp32", device="cpu", log=quiet, precision="fp32")
+    assert json.loads((tmp_path / "fp32" / T.STATE_FILE).read_text())["scaler"] == {}  # asked for fp32: no scaling

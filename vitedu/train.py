@@ -233,7 +233,7 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> Optional[to
     return torch.bfloat16 if precision == "bf16" else None
 
 
-def loss_scaler(device: torch.device, precision: str = "auto") -> torch.amp.GradScaler:
+def loss_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler:
     """Loss scaling, switched on for float16 only: its gradients underflow without it (bfloat16 has fp32's range)."""
     return torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
 
