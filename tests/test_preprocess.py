@@ -239,8 +239,10 @@ def test_transform_refuses_what_would_silently_go_wrong():
         transform(_raw(1, 3, 8))
     with pytest.raises(ValueError, match="does not say how"):
         create_transform({**cfg, "interpolation": None})(_raw(1, 1, 16))
-    with pytest.raises(ValueError, match="one value per input channel"):
-        make_pretrained_cfg(input_size=(3, 8, 8), num_classes=2, mean=(0.5,), std=(0.5,))
+    with pytest.raises(ValueError, match=r"mean needs one value per input channel \(3\), got \[0.5\]"):
+        make_pretrained_cfg(input_size=(3, 8, 8), num_classes=2, mean=(0.5,), std=(0.5,) * 3)
+    with pytest.raises(ValueError, match=r"std needs one value per input channel \(3\), got \[0.5, 0.5\]"):
+        make_pretrained_cfg(input_size=(3, 8, 8), num_classes=2, mean=(0.5,) * 3, std=(0.5,) * 2)
     with pytest.raises(ValueError, match="has no pretrained_cfg"):
         create_transform(torch.nn.Linear(2, 2))
 
@@ -378,3 +380,27 @@ def test_only_a_positive_mean_makes_a_black_background_negative():
     assert not expects_negative_background(_trained_cfg(mean=(0.0,)))  # black stays 0: raw and normalised agree
     assert not expects_negative_background(_trained_cfg(trained=False))
     assert not expects_negative_background(_trained_cfg(std=None))
+
+
+def test_a_cfg_states_nothing_it_was_not_told():
+    """make_pretrained_cfg's defaults: no statistics or interpolation known, no crop, centre crop mode, untrained
+    (so never checked), and the check switched on for when it is trained."""
+    cfg = make_pretrained_cfg(input_size=[1, 8, 8], num_classes=3.0)
+    assert cfg == {"input_size": (1, 8, 8), "mean": None, "std": None, "interpolation": None, "crop_pct": 1.0,
+                   "crop_mode": "center", "num_classes": 3, "label_names": None, "source": "", "trained": False,
+                   "check_inputs": True}
+
+
+def test_attaching_a_new_cfg_replaces_the_old_check():
+    """One input check per model: the cfg attached last decides (an old hook left behind would still refuse)."""
+    from vitedu.preprocess import attach_pretrained_cfg
+
+    model = vitedu.create_model("vit_digits_patch2_8").eval()
+    raw = torch.rand(2, 1, 8, 8)
+    attach_pretrained_cfg(model, make_pretrained_cfg(input_size=(1, 8, 8), num_classes=10, mean=(0.5,), std=(0.5,),
+                                                     trained=True))
+    with pytest.raises(ValueError, match="expects normalised inputs"):
+        model(raw)
+    attach_pretrained_cfg(model, make_pretrained_cfg(input_size=(1, 8, 8), num_classes=10, mean=(0.0,), std=(1.0,),
+                                                     trained=True))  # a zero mean: raw and normalised agree
+    assert model(raw).shape == (2, 10) and len(model.patch_embed._forward_pre_hooks) == 1
