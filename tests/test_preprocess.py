@@ -243,6 +243,8 @@ def test_transform_refuses_what_would_silently_go_wrong():
         make_pretrained_cfg(input_size=(3, 8, 8), num_classes=2, mean=(0.5,), std=(0.5,) * 3)
     with pytest.raises(ValueError, match=r"std needs one value per input channel \(3\), got \[0.5, 0.5\]"):
         make_pretrained_cfg(input_size=(3, 8, 8), num_classes=2, mean=(0.5,) * 3, std=(0.5,) * 2)
+    with pytest.raises(ValueError, match=r"std must be positive, got \[0.5, 0.0\]"):  # dividing by 0
+        make_pretrained_cfg(input_size=(2, 8, 8), num_classes=2, mean=(0.5,) * 2, std=(0.5, 0.0))
     with pytest.raises(ValueError, match="has no pretrained_cfg"):
         create_transform(torch.nn.Linear(2, 2))
 

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="+", help="mutant names, as tools/mutation_report.py prints them")
     parser.add_argument("--record", action="store_true", help="store the results in mutants/ for the report")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per mutant (default 600)")
-    parser.add_argument("--also", nargs="*", default=[], metavar="TEST",
+    parser.add_argument("--also", action="append", default=[], metavar="TEST",
                         help="tests to run as well (files or ids, e.g. tests added since mutmut mapped its tests)")
     args = parser.parse_args(argv)
 
