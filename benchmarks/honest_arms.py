@@ -35,10 +35,8 @@ from safetensors.torch import save_file
 
 from vitedu import cluttered as C
 from vitedu import train as T
-from vitedu.checkpoints import STATE_FILE, load_checkpoint, save_checkpoint
 from vitedu.cnn import ConvTeacher
 from vitedu.models import create_model
-from vitedu.utils import seed_everything
 
 EPOCHS, GRID_EPOCHS, TEACHER_EPOCHS = 100, 20, 30
 BASE = replace(T.PRESETS["cluttered_digits"], epochs=EPOCHS, grid_epochs=GRID_EPOCHS, teacher_epochs=0, seed=0,
@@ -50,7 +48,7 @@ ARMS: dict[str, dict] = {  # arm -> what differs from BASE
     "deit": dict(model="deit_cluttered_digits", **HARD),  # [DIST] learns the teacher, [CLS] the labels
     "cait": dict(model="cait_cluttered_digits"),
     "convit": dict(model="convit_cluttered_digits"),
-    "cnn": dict(model="cnn"),  # not a registry name: ConvTeacher(width=CNN_WIDTH), see train_cnn
+    "cnn": dict(model="cnn"),  # not a registry name: ConvTeacher(width=CNN_WIDTH), see build
 }
 # ablation -> (parent arm, the one change, what it tests). DeiT's own ablation (Touvron et al., 2021, table 8):
 # no distillation, soft (usual) distillation, hard distillation through [CLS], and the [DIST] token (the deit arm).
@@ -126,37 +124,6 @@ def parameter_counts() -> dict[str, int]:
             for arm in [*ARMS, *ABLATIONS]}
 
 
-def train_cnn(config: T.TrainConfig, out: Path | None, device: str, log,
-              stop_after: int | None = None) -> tuple[torch.nn.Module, T.History]:
-    """The CNN arm: ``fit``'s loop, seeds, schedule, checkpoints and resume, for a model outside the registry
-    (``stop_after=e`` ends after epoch e, as if stopped)."""
-    device = torch.device(device)
-    seed_everything(config.seed)
-    loaders = T.make_loaders(config, device)
-    model = build(config).to(device)
-    optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
-    scaler = torch.amp.GradScaler(device.type, enabled=False)
-    start, step, history = 0, 0, T.History()
-    if out is not None and (out / STATE_FILE).exists():
-        state = load_checkpoint(out, model, optimizer, scaler)
-        start, step, history = state["epoch"], state["step"], T.History(**state["history"])
-        log(f"resuming {out} after epoch {start} of {config.epochs} (step {step})")
-    total = config.epochs * len(loaders["train"])
-    for epoch in range(start, config.epochs if stop_after is None else min(stop_after, config.epochs)):
-        loaders["train"].set_epoch(epoch)
-        torch.manual_seed(config.seed * 1000 + epoch)
-        loss, acc, speed, step = T.train_one_epoch(model, loaders["train"], optimizer, scaler, config, step, total,
-                                                   precision="fp32")
-        val_loss, val_acc = T.evaluate(model, loaders["val"])
-        lr = optimizer.param_groups[0]["lr"]
-        history.append(epoch=epoch + 1, train_loss=loss, train_acc=acc, val_loss=val_loss, val_acc=val_acc, lr=lr,
-                       images_per_s=speed)
-        log(T.epoch_line(epoch + 1, config.epochs, loss, acc, val_loss, val_acc, lr, speed))
-        if out is not None:
-            save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
-    return model, history
-
-
 def run_job(name: str, seed: int, device: str, save_dir: str, epochs: int | None = None) -> dict:
     """Train one job (resuming from ``save_dir/NAME_seedS`` if it was stopped); write its weights and log there.
 
@@ -177,12 +144,9 @@ def run_job(name: str, seed: int, device: str, save_dir: str, epochs: int | None
             teacher_seconds.append(round(time.perf_counter() - start, 1))
         print(line, file=log_file, flush=True)
 
-    if c.model == "cnn":
-        model, history = train_cnn(c, Path(stem), device, log)
-        teacher = None
-    else:  # fit also scores the test canvases; that number is dropped here, unread
-        result = T.fit(c, out=stem, resume=True, device=device, progress=False, log=log, precision="fp32")
-        model, history, teacher = result.model, result.history, result.teacher
+    # fit also scores the test canvases; that number is dropped here, unread
+    result = T.fit(c, out=stem, resume=True, device=device, progress=False, log=log, precision="fp32", build=build)
+    model, history, teacher = result.model, result.history, result.teacher
     seconds = time.perf_counter() - start
     resumed = "resuming" in Path(f"{stem}.log").read_text()  # then "seconds" is this process's share only
     record = {"job": name, "arm": arm, "fraction": fraction, "lr": lr, "seed": seed, "epochs": c.epochs,

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 from vitedu import cluttered as C
 from vitedu import train as T
+from vitedu.cnn import ConvTeacher
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))  # as when run as a script
@@ -145,11 +146,14 @@ def test_a_stopped_cnn_run_resumes_where_it_stopped(tmp_path, tiny, monkeypatch)
     monkeypatch.setitem(C.CLUTTERED_SIZES, "val", 64)
     c = A.config("cnn", 0.1, 4e-3, 0)
     c = type(c)(**{**asdict(c), "epochs": 2, "grid_epochs": 1})
-    whole, _ = A.train_cnn(c, tmp_path / "whole", "cpu", lambda line: None)
-    A.train_cnn(c, tmp_path / "split", "cpu", lambda line: None, stop_after=1)
+    run = dict(device="cpu", progress=False, precision="fp32", build=A.build)  # fit trains a model off the registry
+    whole = T.fit(c, out=tmp_path / "whole", log=lambda line: None, **run).model
+    T.fit(c, out=tmp_path / "split", stop_after=1, log=lambda line: None, **run)
     lines = []
-    resumed, history = A.train_cnn(c, tmp_path / "split", "cpu", lines.append)
+    result = T.fit(c, out=tmp_path / "split", resume=True, log=lines.append, **run)
+    resumed, history = result.model, result.history
     assert lines[0].startswith("resuming") and len(history.val_acc) == 2
+    assert isinstance(resumed, ConvTeacher) and not hasattr(resumed, "pretrained_cfg")
     for name, tensor in whole.state_dict().items():
         assert torch.equal(tensor, resumed.state_dict()[name]), name
 

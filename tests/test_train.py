@@ -477,6 +477,22 @@ def test_a_deit_uses_every_parameter_with_or_without_a_teacher(teacher_epochs, m
     assert not torch.equal(trained.head_dist.weight, start["head_dist.weight"])
 
 
+def test_fit_trains_a_model_the_registry_does_not_build():
+    """build(config) makes the model (here a CNN baseline): the same loop, seeds and checkpoints; a model without a
+    patch embedding gets no pretrained_cfg and no input check."""
+    from vitedu.cnn import ConvTeacher
+
+    built = []
+
+    def build(config):
+        built.append(config.model)
+        return ConvTeacher(1, 10)
+
+    result = T.fit(replace(SMALL, epochs=1), device="cpu", log=quiet, build=build)
+    assert built == [SMALL.model] and isinstance(result.model, ConvTeacher)
+    assert not hasattr(result.model, "pretrained_cfg") and 0 <= result.test_acc <= 1
+
+
 def test_fit_trains_the_teacher_in_the_precision_asked_for():
     config = replace(SMALL, epochs=1, teacher_epochs=1)
     fp32 = T.fit(config, device="cpu", log=quiet, precision="fp32").teacher

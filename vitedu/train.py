@@ -370,6 +370,7 @@ def fit(
     config: TrainConfig = PRESETS["digits"], out: str | os.PathLike | None = None, resume: bool = False,
     device: torch.device | str | None = None, progress: Optional[bool] = None, stop_after: Optional[int] = None,
     log: Callable[[str], None] = print, log_every: int = 1, precision: str = "auto", compile: bool = False,
+    build: Optional[Callable[[TrainConfig], nn.Module]] = None,
 ) -> Result:
     """Train ``config`` from scratch (or resume the run saved in ``out``) and test the final model.
 
@@ -382,6 +383,10 @@ def fit(
     training forward pass) are how the run computes, like ``device``: they are not saved with the config,
     so pass them again when resuming. Under torchrun (vitedu.distributed) every process calls ``fit``; each
     trains on its share of every batch, and only rank 0 logs and writes ``out``.
+
+    ``build(config)`` makes the model where the registry cannot (e.g. a CNN baseline; default:
+    ``create_model(config.model, **config.model_kwargs)``); pass it again when resuming. Only a model with a patch
+    embedding gets a ``pretrained_cfg`` (the input settings and the input check live there).
     """
     device = torch.device(device) if device is not None else get_device()
     process = distributed.current()
@@ -396,8 +401,10 @@ def fit(
     autocast_dtype(device, precision)  # an unknown precision fails now, not after the teacher's training
     seed_everything(config.seed)
     loaders = make_loaders(config, device)
-    model = create_model(config.model, **config.model_kwargs).to(device)
-    attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=False))
+    model = (build(config) if build is not None else create_model(config.model, **config.model_kwargs)).to(device)
+    has_cfg = hasattr(model, "patch_embed")  # vitedu's ViTs; a CNN baseline has no patches to check inputs at
+    if has_cfg:
+        attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=False))
     optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
     scaler = loss_scaler(device, precision)
     teacher = (train_teacher(config, loaders, device, out, progress, log, precision) if config.teacher_epochs
@@ -430,7 +437,8 @@ def fit(
             save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
     _, test_acc = evaluate(model, loaders["test"])
     distributed.barrier()  # the last checkpoint is complete before any process goes on (and perhaps reads it)
-    attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=True))
+    if has_cfg:
+        attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=True))
     return Result(model, history, test_acc, config, optimizer, teacher)
 
 
