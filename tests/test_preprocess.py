@@ -174,6 +174,9 @@ def test_hugging_face_cfg_comes_from_its_preprocessor_config(tmp_path):
 
 
 def test_bare_state_dict_records_no_normalisation(tmp_path):
+    """What a bare state_dict's pretrained_cfg says: no mean, std, interpolation or crop_pct (nothing records them;
+    make_pretrained_cfg's default crop_pct is 1.0), trained weights (so inputs are checked), the file in its source;
+    and no class names (not even "")."""
     vit = vitedu.VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=1, num_heads=3, num_classes=5)
     path = tmp_path / "weights.safetensors"
     save_file(vit.state_dict(), path)
@@ -183,17 +186,6 @@ def test_bare_state_dict_records_no_normalisation(tmp_path):
     assert cfg["mean"] is None and cfg["interpolation"] is None and cfg["input_size"] == (3, 32, 32)
     with pytest.raises(ValueError, match="not known"):
         create_transform(model)
-
-
-def test_bare_state_dict_cfg_names_the_file_and_marks_the_weights_trained(tmp_path):
-    """What a bare state_dict's pretrained_cfg says: trained weights (so inputs are checked), no crop_pct (nothing
-    records one; make_pretrained_cfg's default is 1.0), the file in its source; and no class names (not even "")."""
-    vit = vitedu.VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=1, num_heads=3, num_classes=5)
-    path = tmp_path / "weights.safetensors"
-    save_file(vit.state_dict(), path)
-    with pytest.warns(UserWarning, match="bare state_dict"):
-        model = vitedu.from_pretrained(path, num_heads=3)
-    cfg = model.pretrained_cfg
     assert cfg["trained"] is True and cfg["crop_pct"] is None and cfg["num_classes"] == 5
     assert cfg["source"] == f"{path} is a bare state_dict: it records no input normalisation (mean/std unknown)"
     assert model.class_names is None
