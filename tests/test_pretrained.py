@@ -108,14 +108,14 @@ def test_mismatch_without_a_source_names_the_checkpoint_and_only_its_problems():
     with pytest.raises(ValueError) as err:
         vitedu.pretrained.load_checked(_tiny(), state)
     lines = str(err.value).splitlines()
-    assert lines[0] == "the checkpoint does not match the model:"
+    assert lines[0] == "the model does not match the checkpoint:"
     assert lines[1:-1] == ["  shape mismatch: head.weight: checkpoint (7, 48) vs model (5, 48)"]
     assert lines[-1].startswith("Build the model with the checkpoint's configuration (patch size, width, depth")
 
 
 def test_mismatch_lists_at_most_eight_shapes():
     """A checkpoint of another width mismatches every tensor: the first 8 are enough to see what is wrong."""
-    with pytest.raises(ValueError, match=r"^weights\.pth does not match") as err:
+    with pytest.raises(ValueError, match=r"^the model does not match weights\.pth:") as err:
         vitedu.pretrained.load_checked(_tiny(), _tiny(embed_dim=24).state_dict(), "weights.pth")
     assert str(err.value).count("shape mismatch") == 8 < len(_tiny().state_dict())
 

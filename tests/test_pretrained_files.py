@@ -655,7 +655,7 @@ def test_hugging_face_weights_that_do_not_fit_the_config_name_the_file(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"head.weight: checkpoint \(5, 48\) vs model \(3, 48\)") as err:
         from_pretrained(tmp_path)
-    assert str(err.value).startswith(f"{tmp_path / 'model.safetensors'} does not match the model")
+    assert str(err.value).startswith(f"the model does not match {tmp_path / 'model.safetensors'}:")
 
 
 def test_hugging_face_img_size_rebuilds_the_model(tmp_path):
@@ -702,4 +702,4 @@ def test_timm_weights_that_do_not_fit_the_config_name_the_file(tmp_path):
     hub = _timm_hub_dir(tmp_path, _tiny_timm_vit(), num_classes=7)
     with pytest.raises(ValueError, match=r"head.weight: checkpoint \(5, 192\) vs model \(7, 192\)") as err:
         from_pretrained(hub)
-    assert str(err.value).startswith(f"{hub / 'model.safetensors'} does not match the model")
+    assert str(err.value).startswith(f"the model does not match {hub / 'model.safetensors'}:")

@@ -120,7 +120,7 @@ def _tiny_vit():
 def test_shipped_weights_that_do_not_fit_name_the_model():
     from vitedu.pretrained import load_shipped
 
-    with pytest.raises(ValueError, match=r"^the shipped weights of 'vit_cluttered_digits' does not match the model"):
+    with pytest.raises(ValueError, match=r"^the model does not match the shipped weights of 'vit_cluttered_digits':"):
         load_shipped(_tiny_vit(), "vit_cluttered_digits")
 
 
@@ -163,5 +163,5 @@ def test_a_missing_seed_pack_lists_the_packs_shipped():
 def test_a_seed_pack_that_does_not_fit_the_model_names_the_seed_and_the_pack():
     from vitedu.pretrained import load_seed_pack
 
-    with pytest.raises(ValueError, match=r"^seed 0 of cnn_grid_3_seeds.safetensors does not match the model"):
+    with pytest.raises(ValueError, match=r"^the model does not match seed 0 of cnn_grid_3_seeds.safetensors:"):
         load_seed_pack("cnn_grid_3_seeds.safetensors", lambda config: _tiny_vit())

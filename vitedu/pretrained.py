@@ -79,8 +79,7 @@ def load_checked(model: nn.Module, state: dict[str, Tensor], source: str | Path 
         if k in state and state[k].shape != expected[k].shape
     ]
     if missing or unexpected or shapes:
-        where = f"{source} " if source else "the checkpoint "
-        lines = [f"{where}does not match the model:"]
+        lines = [f"the model does not match {source or 'the checkpoint'}:"]
         lines += [f"  missing from checkpoint: {_fold(missing)}"] if missing else []
         lines += [f"  unexpected in checkpoint: {_fold(unexpected)}"] if unexpected else []
         lines += [f"  shape mismatch: {s}" for s in shapes[:8]]
