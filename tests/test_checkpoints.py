@@ -72,6 +72,18 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert resumed.test_acc == full.test_acc
 
 
+def test_checkpointing_every_epoch_leaves_the_run_bit_identical(tmp_path):
+    """benchmarks/README.md: on a CPU, `make weights` (vitedu.train's CLI, no checkpoints) and the sweep's path
+    (tools/sweep_cluttered.py: a checkpoint every epoch, resume=True) train the same weights. Saving draws no random
+    numbers and changes no state, so a run with checkpoints is the run without them, bit for bit."""
+    plain = T.fit(TINY, progress=False, log=quiet, device="cpu")
+    saved = T.fit(TINY, out=tmp_path / "run", resume=True, progress=False, log=quiet, device="cpu")
+    assert (tmp_path / "run" / T.STATE_FILE).exists()  # it did checkpoint
+    assert saved.history.train_loss == plain.history.train_loss
+    for (name, a), b in zip(plain.model.state_dict().items(), saved.model.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
 @pytest.mark.integration
 def test_teacher_distillation_run_resumes_with_the_same_teacher(tmp_path):
     config = replace(TINY, teacher_epochs=1, distill_alpha=0.5)
