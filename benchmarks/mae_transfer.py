@@ -1,0 +1,157 @@
+"""What an MAE encoder gives a labelled task beyond the linear probe (issue 29), on validation canvases only.
+
+    python benchmarks/mae_transfer.py finetune --encoder runs/mae/encoder.safetensors --fraction 0.1 \\
+        --epochs 20 --lrs 1e-3 4e-3 --seeds 0 --out runs/mae/finetune.jsonl
+    python benchmarks/mae_transfer.py where --encoder runs/mae/encoder.safetensors
+
+``finetune``: the encoder (``tools/pretrain_mae.py``'s ``encoder.safetensors``) with a fresh 10-way head, trained
+end to end by ``vitedu.train.fit`` on the honest task against the *same* architecture from the random start the
+MAE began from (its config's seed), with one recipe for both: the ``cluttered_digits`` preset without the teacher
+and the grid curriculum (the MAE saw the digit anywhere only), ``--fraction`` of the training digits (a stratified
+subset; fresh canvases every epoch), ``--epochs``, each learning rate of ``--lrs``, each seed of ``--seeds`` (the
+head, the batches, stochastic depth). One JSON line a run with its val accuracy per epoch; ``fit``'s test accuracy
+is dropped unread (a choice is made here; test is read once, for the chosen recipe).
+
+``where``: where in a canvas the encoder's tokens carry the digit. Linear probes (``pretrain_mae.linear_probe``'s
+logistic regression, L2 chosen on val) on 1,000 labelled training canvases, on the mean of the patch tokens under
+the digit's box, of the others (clutter and blank), and of all, for the encoder and for its random start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from torch import Tensor, nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+import pretrain_mae as mae  # noqa: E402  (tools/ is scripts, not a package)
+
+from vitedu import create_model  # noqa: E402
+from vitedu import train as T  # noqa: E402
+from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits  # noqa: E402
+
+
+def read_encoder(path: str | Path) -> tuple[dict, dict, dict]:
+    """(state_dict, model_kwargs, pre-training config) of an ``encoder.safetensors``."""
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata()
+    return load_file(str(path)), json.loads(meta["model_kwargs"]), json.loads(meta["config"])
+
+
+def random_start(config: dict) -> dict:
+    """The encoder weights the MAE of ``config`` started from (``build_mae`` seeds them with its seed)."""
+    return mae.build_mae(mae.MAEConfig(**{**config, "betas": tuple(config["betas"])})).encoder.state_dict()
+
+
+def classifier(state: dict, model_kwargs: dict, seed: int, drop_path_rate: float = 0.1) -> nn.Module:
+    """The encoder's architecture with a 10-way head (drawn from ``seed``), the encoder's weights loaded."""
+    torch.manual_seed(seed)
+    model = create_model("vit_cluttered_digits", **{**model_kwargs, "num_classes": 10,
+                                                    "drop_path_rate": drop_path_rate})
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if set(missing) != {"head.weight", "head.bias"} or unexpected:
+        raise ValueError(f"the encoder does not fit vit_cluttered_digits{model_kwargs}: missing {missing}, "
+                         f"unexpected {unexpected}")
+    return model
+
+
+def finetune_config(fraction: float, epochs: int, lr: float, seed: int) -> T.TrainConfig:
+    return replace(T.PRESETS["cluttered_digits"], epochs=epochs, lr=lr, train_fraction=fraction, seed=seed,
+                   teacher_epochs=0, grid_epochs=0, warmup_epochs=min(5.0, epochs / 10))
+
+
+def finetune(args: argparse.Namespace) -> None:
+    state, model_kwargs, pre_config = read_encoder(args.encoder)
+    starts = {"mae": state, "random": random_start(pre_config)}
+    for seed in args.seeds:
+        for lr in args.lrs:
+            for arm in args.arms:
+                config = finetune_config(args.fraction, args.epochs, lr, seed)
+                began = time.perf_counter()
+                result = T.fit(config, build=lambda c: classifier(starts[arm], model_kwargs, c.seed),
+                               device=args.device, progress=False, log=lambda _: None, precision="fp32")
+                row = {"arm": arm, "lr": lr, "seed": seed, "fraction": args.fraction, "epochs": args.epochs,
+                       "val_acc": round(result.history.val_acc[-1], 4),
+                       "val_curve": [round(a, 4) for a in result.history.val_acc],
+                       "seconds": round(time.perf_counter() - began), "encoder": Path(args.encoder).name,
+                       "mae_epochs": pre_config["epochs"], "mae_mask_ratio": pre_config["mask_ratio"]}
+                print(json.dumps(row), flush=True)
+                if args.out:
+                    with open(args.out, "a") as f:
+                        print(json.dumps(row), file=f)
+
+
+def box_mask(boxes: Tensor, grid: int = 8, patch: int = 4) -> Tensor:
+    """(N, 4) boxes (top, left, height, width) in pixels -> (N, grid * grid): 1 for a patch the box touches."""
+    mask = torch.zeros(len(boxes), grid, grid)
+    for i, (top, left, height, width) in enumerate(boxes.tolist()):
+        mask[i, top // patch:(top + height - 1) // patch + 1, left // patch:(left + width - 1) // patch + 1] = 1
+    return mask.flatten(1)
+
+
+@torch.no_grad()
+def pooled(encoder: nn.Module, images: Tensor, boxes: Tensor) -> dict[str, Tensor]:
+    """{"box", "not box", "all"}: (N, dim) means of the final patch tokens under the digit's box, elsewhere, all."""
+    encoder.eval()
+    tokens = encoder.forward_features(images)[:, 1:]  # (N, patches, dim)
+    grid, patch = encoder.patch_embed.grid_size[0], encoder.patch_embed.patch_size[0]  # 8 patches a side, 4 pixels
+    inside = box_mask(boxes, grid, patch)[..., None]  # (N, patches, 1)
+    return {"box": (tokens * inside).sum(1) / inside.sum(1),
+            "not box": (tokens * (1 - inside)).sum(1) / (1 - inside).sum(1), "all": tokens.mean(1)}
+
+
+def where(args: argparse.Namespace) -> None:
+    state, model_kwargs, pre_config = read_encoder(args.encoder)
+
+    def canvases(split: str, **kw) -> tuple[Tensor, Tensor, Tensor]:
+        images, labels, boxes = load_cluttered_digits(split, **kw)
+        return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels, boxes
+
+    train, val = canvases("train", num_images=args.n_labelled, seed=0), canvases("val")
+    for arm, weights in (("mae", state), ("random", random_start(pre_config))):
+        encoder = create_model("vit_cluttered_digits", **model_kwargs)
+        encoder.load_state_dict(weights)
+        f_train, f_val = pooled(encoder, train[0], train[2]), pooled(encoder, val[0], val[2])
+        row = {"arm": arm, "encoder": Path(args.encoder).name, "n_labelled": args.n_labelled}
+        for name in f_train:
+            mean, std = f_train[name].mean(0), f_train[name].std(0).clamp(min=1e-6)
+            accs = []
+            for wd in mae.PROBE_WEIGHT_DECAYS:
+                head = mae.fit_logistic((f_train[name] - mean) / std, train[1], wd)
+                accs.append((head((f_val[name] - mean) / std).argmax(1) == val[1]).float().mean().item())
+            row[f"val_acc {name}"] = round(max(accs), 4)
+        print(json.dumps(row), flush=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("finetune", help="fine-tune the encoder and its random start, one recipe")
+    f.add_argument("--encoder", required=True)
+    f.add_argument("--fraction", type=float, default=0.1)
+    f.add_argument("--epochs", type=int, default=20)
+    f.add_argument("--lrs", type=float, nargs="+", default=[1e-3])
+    f.add_argument("--seeds", type=int, nargs="+", default=[0])
+    f.add_argument("--arms", nargs="+", choices=["mae", "random"], default=["mae", "random"])
+    f.add_argument("--device", default="cpu")
+    f.add_argument("--out", help="append the JSON lines here too")
+    w = sub.add_parser("where", help="probes on the tokens under the digit's box, elsewhere, and all")
+    w.add_argument("--encoder", required=True)
+    w.add_argument("--n-labelled", type=int, default=1_000)
+    for s in (f, w):
+        s.add_argument("--threads", type=int, default=1)
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    finetune(args) if args.command == "finetune" else where(args)
+
+
+if __name__ == "__main__":
+    main()

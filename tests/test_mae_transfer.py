@@ -1,0 +1,98 @@
+"""benchmarks/mae_transfer.py (issue 29): fine-tuning an MAE encoder against its own random start with one recipe,
+and probes of where its tokens carry the digit; validation only."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from vitedu import cluttered as C
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = dict(epochs=1, batch_size=32, canvases_per_epoch=64, base_lr=0.08, warmup_epochs=0.5,
+            encoder=dict(embed_dim=16, depth=1, num_heads=2, mlp_ratio=2.0),
+            decoder=dict(decoder_embed_dim=8, decoder_depth=1, decoder_num_heads=2))
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def transfer():
+    spec = importlib.util.spec_from_file_location("mae_transfer", ROOT / "benchmarks" / "mae_transfer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def encoder_file(transfer, tmp_path_factory):
+    """A tiny pre-trained encoder, saved as tools/pretrain_mae.py saves one (seed 3: not the default)."""
+    mae = transfer.mae
+    config = mae.MAEConfig(**TINY, seed=3)
+    model, history, _ = mae.pretrain(config, log=lambda _: None, val_images=torch.zeros(4, 1, 32, 32))
+    path = tmp_path_factory.mktemp("mae") / "encoder.safetensors"
+    mae.save_encoder(path, model, config, history)
+    return path
+
+
+def test_both_arms_are_the_same_architecture_from_the_encoder_and_from_its_random_start(transfer, encoder_file):
+    state, kwargs, config = transfer.read_encoder(encoder_file)
+    start = transfer.random_start(config)
+    assert config["seed"] == 3 and kwargs["embed_dim"] == 16 and set(start) == set(state)
+    again = transfer.mae.build_mae(transfer.mae.MAEConfig(**TINY, seed=3)).encoder.state_dict()
+    assert all(torch.equal(start[k], again[k]) for k in start)  # the MAE's own seed-3 start
+    assert not torch.equal(start["blocks.0.attn.qkv.weight"], state["blocks.0.attn.qkv.weight"])  # it trained
+    heads = []
+    for weights in (state, start):
+        model = transfer.classifier(weights, kwargs, seed=5)
+        assert model.head.out_features == 10
+        loaded = model.state_dict()
+        assert all(torch.equal(loaded[k], weights[k]) for k in weights)
+        heads.append(model.head.weight)
+    assert torch.equal(*heads)  # the head is drawn from the seed alone: the arms differ in the encoder only
+    with pytest.raises(ValueError, match=r"^the encoder does not fit vit_cluttered_digits.*missing \['blocks"):
+        transfer.classifier({k: v for k, v in state.items() if k != "blocks.0.norm1.weight"}, kwargs, seed=0)
+
+
+def test_box_mask_marks_every_patch_the_digit_s_box_touches(transfer):
+    boxes = torch.tensor([[5, 0, 8, 3], [0, 28, 4, 4], [13, 13, 1, 1]])  # (top, left, height, width)
+    mask = transfer.box_mask(boxes).view(3, 8, 8)
+    expected = torch.zeros(3, 8, 8)
+    expected[0, 1:4, 0] = 1  # rows 5..12 -> patches 1..3; columns 0..2 -> patch 0
+    expected[1, 0, 7] = 1
+    expected[2, 3, 3] = 1
+    assert torch.equal(mask, expected)
+
+
+def test_finetune_trains_both_arms_with_one_recipe_and_never_reports_test(transfer, encoder_file, tmp_path,
+                                                                         monkeypatch, capsys):
+    monkeypatch.setitem(C.CLUTTERED_SIZES, "train", 64)  # a tiny epoch, the same code
+    monkeypatch.setitem(C.CLUTTERED_SIZES, "val", 50)
+    configs = []
+    fit = transfer.T.fit
+    monkeypatch.setattr(transfer.T, "fit", lambda config, **kw: configs.append(config) or fit(config, **kw))
+    out = tmp_path / "rows.jsonl"
+    transfer.main(["finetune", "--encoder", str(encoder_file), "--fraction", "0.5", "--epochs", "2",
+                   "--lrs", "1e-3", "--seeds", "4", "--out", str(out)])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["arm"] for r in rows] == ["mae", "random"]
+    assert capsys.readouterr().out.splitlines() == out.read_text().splitlines()
+    assert configs[0] == configs[1] and configs[0].train_fraction == 0.5 and configs[0].lr == 1e-3
+    assert (configs[0].teacher_epochs, configs[0].grid_epochs, configs[0].seed) == (0, 0, 4)
+    for row in rows:
+        assert len(row["val_curve"]) == 2 and row["val_acc"] == row["val_curve"][-1]
+        assert row["mae_epochs"] == 1 and not any("test" in key for key in row)
+
+
+def test_where_probes_the_box_the_rest_and_all_for_both_arms(transfer, encoder_file, monkeypatch, capsys):
+    monkeypatch.setitem(C.CLUTTERED_SIZES, "val", 60)
+    transfer.main(["where", "--encoder", str(encoder_file), "--n-labelled", "40"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["arm"] for r in rows] == ["mae", "random"] and rows[0]["n_labelled"] == 40
+    for row in rows:
+        accs = [row[f"val_acc {name}"] for name in ("box", "not box", "all")]
+        assert all(0 <= a <= 1 and abs(a * 60 - round(a * 60)) < 0.01 for a in accs)  # of 60 canvases
