@@ -76,7 +76,7 @@ def finetune(args: argparse.Namespace) -> None:
             for arm in args.arms:
                 config = finetune_config(args.fraction, args.epochs, lr, seed)
                 began = time.perf_counter()
-                result = T.fit(config, build=lambda c: classifier(starts[arm], model_kwargs, c.seed),
+                result = T.fit(config, build=lambda c, start=starts[arm]: classifier(start, model_kwargs, c.seed),
                                device=args.device, progress=False, log=lambda _: None, precision="fp32")
                 row = {"arm": arm, "lr": lr, "seed": seed, "fraction": args.fraction, "epochs": args.epochs,
                        "val_acc": round(result.history.val_acc[-1], 4),

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from tools_loader import load_tool
 from safetensors.torch import load_file
+from tools_loader import load_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(epochs=2, batch_size=32, canvases_per_epoch=64, base_lr=0.08, warmup_epochs=0.5,

@@ -96,3 +96,38 @@ def test_where_probes_the_box_the_rest_and_all_for_both_arms(transfer, encoder_f
     for row in rows:
         accs = [row[f"val_acc {name}"] for name in ("box", "not box", "all")]
         assert all(0 <= a <= 1 and abs(a * 60 - round(a * 60)) < 0.01 for a in accs)  # of 60 canvases
+
+
+def test_benchmarks_readme_reports_the_stored_mae_runs():
+    """benchmarks/README.md's MAE tables are what results/mae_sweep.jsonl and mae_transfer.jsonl hold."""
+    import statistics
+
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    sweep = [json.loads(line) for line in (ROOT / "benchmarks" / "results" / "mae_sweep.jsonl").open()]
+    probe = {(r["variant"], r["epochs_done"]): r["val_acc"] for r in sweep}
+    assert f"| random start | | {100 * probe['lr1.5e-3', 0]:.2f} % |" in readme
+    row = " / ".join(f"{100 * probe['mask50', e]:.2f}" for e in (50, 100, 150, 200))
+    loss = next(r["val_recon_loss"] for r in sweep if r["variant"] == "mask50" and r["epochs_done"] == 200)
+    assert f"| 0.5 | {loss} | {row} % |" in readme
+    assert f"– / – / {100 * probe['lr1.5e-3', 150]:.2f} / {100 * probe['lr1.5e-3', 200]:.2f} % |" in readme
+    rows = [json.loads(line) for line in (ROOT / "benchmarks" / "results" / "mae_transfer.jsonl").open()]
+    tuned = [r for r in rows if r["command"] == "finetune" and r["mae_mask_ratio"] == 0.75]
+    for arm, label in (("random", "from the random start"), ("mae", "from the MAE encoder (masking 0.75)")):
+        by_lr = {r["lr"]: r["val_acc"] for r in tuned if r["arm"] == arm and r["seed"] == 0}
+        chosen = max(by_lr, key=by_lr.get)
+        assert chosen == 1e-3  # chosen on val with seed 0, per arm
+        seeds = [next(r["val_acc"] for r in tuned if r["arm"] == arm and r["lr"] == chosen and r["seed"] == s)
+                 for s in (0, 1, 2)]
+        accs = [100 * a for a in seeds]
+        cells = " | ".join(f"{100 * by_lr[lr]:.2f} %" for lr in (3e-4, 1e-3, 4e-3))
+        mean, std = statistics.mean(accs), statistics.stdev(accs)
+        spread = f"{' / '.join(f'{a:.2f}' for a in accs)} %: {mean:.2f} ± {std:.2f} %"
+        assert f"| {label} | {cells} | {spread} |" in readme, label
+    other = next(r for r in rows if r["command"] == "finetune" and r["mae_mask_ratio"] == 0.5)
+    assert f"fine-tuned the same way at 1e-3 (seed 0): {100 * other['val_acc']:.2f} %" in readme
+    label = {("mae", "lr1.5e-3_seed0.safetensors"): "MAE, masking 0.75", ("mae", "mask50_seed0.safetensors"):
+             "MAE, masking 0.5", ("random", "lr1.5e-3_seed0.safetensors"): "random start"}
+    for r in (r for r in rows if r["command"] == "where"):
+        cells = " | ".join(f"{100 * r[f'val_acc {k}']:.2f} %" for k in ("box", "not box", "all"))
+        if (r["arm"], r["encoder"]) in label:
+            assert f"| {label[r['arm'], r['encoder']]} | {cells} |" in readme
