@@ -111,7 +111,7 @@ def test_benchmarks_readme_reports_the_stored_mae_runs():
     assert f"| 0.5 | {loss} | {row} % |" in readme
     assert f"– / – / {100 * probe['lr1.5e-3', 150]:.2f} / {100 * probe['lr1.5e-3', 200]:.2f} % |" in readme
     rows = [json.loads(line) for line in (ROOT / "benchmarks" / "results" / "mae_transfer.jsonl").open()]
-    tuned = [r for r in rows if r["command"] == "finetune" and r["mae_mask_ratio"] == 0.75]
+    tuned = [r for r in rows if r["command"] == "finetune" and r["mae_mask_ratio"] == 0.75 and r["fraction"] == 0.1]
     for arm, label in (("random", "from the random start"), ("mae", "from the MAE encoder (masking 0.75)")):
         by_lr = {r["lr"]: r["val_acc"] for r in tuned if r["arm"] == arm and r["seed"] == 0}
         chosen = max(by_lr, key=by_lr.get)
@@ -123,6 +123,10 @@ def test_benchmarks_readme_reports_the_stored_mae_runs():
         mean, std = statistics.mean(accs), statistics.stdev(accs)
         spread = f"{' / '.join(f'{a:.2f}' for a in accs)} %: {mean:.2f} ± {std:.2f} %"
         assert f"| {label} | {cells} | {spread} |" in readme, label
+    few = [r for r in rows if r["command"] == "finetune" and r["fraction"] == 0.01]
+    for arm, label in (("random", "from the random start"), ("mae", "from the MAE encoder (masking 0.75)")):
+        by_lr = {r["lr"]: r["val_acc"] for r in few if r["arm"] == arm and r["seed"] == 0}
+        assert f"| {label} | {' | '.join(f'{100 * by_lr[lr]:.2f} %' for lr in (3e-4, 1e-3, 4e-3))} |" in readme
     other = next(r for r in rows if r["command"] == "finetune" and r["mae_mask_ratio"] == 0.5)
     assert f"fine-tuned the same way at 1e-3 (seed 0): {100 * other['val_acc']:.2f} %" in readme
     label = {("mae", "lr1.5e-3_seed0.safetensors"): "MAE, masking 0.75", ("mae", "mask50_seed0.safetensors"):
