@@ -2,7 +2,6 @@
 ablation, the same budget and size for every arm, choices on validation only, the waves the planner schedules, and
 a stopped job that resumes. Tiny runs: 512 training canvases an epoch, 1-2 epochs."""
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,25 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from tools_loader import load_benchmark
 
 from vitedu import cluttered as C
 from vitedu import train as T
 from vitedu.cnn import ConvTeacher
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))  # as when run as a script
-
-
-def _load(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-A = _load("honest_arms")
-S = _load("honest_study")
+A = load_benchmark("honest_arms")
+S = load_benchmark("honest_study")
 
 
 def _flat(config):
@@ -204,7 +193,7 @@ def test_collect_merges_a_wave_once(tmp_path, monkeypatch):
 
 
 def test_analyse_reads_test_once_for_the_final_runs_only(tmp_path, monkeypatch):
-    H = _load("honest_analysis")
+    H = load_benchmark("honest_analysis")
     monkeypatch.setattr(H, "SUMMARY", tmp_path / "summary.json")
     scored = []
     monkeypatch.setattr(H, "load", lambda name, seed, device: None if name.startswith("deit") else (name, seed))

@@ -4,30 +4,21 @@ without repeating a stage."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
-from tools_loader import load_tool
-
-ROOT = Path(__file__).resolve().parent.parent
-TINY = dict(epochs=2, batch_size=32, canvases_per_epoch=64, base_lr=0.08, warmup_epochs=0.5,
-            encoder=dict(embed_dim=16, depth=1, num_heads=2, mlp_ratio=2.0),
-            decoder=dict(decoder_embed_dim=8, decoder_depth=1, decoder_num_heads=2))
+from tools_loader import load_benchmark, load_tool
+from train_recipes import MAE_TINY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("mae_sweep", ROOT / "benchmarks" / "mae_sweep.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("mae_sweep")
 
 
 def test_every_variant_is_the_base_recipe_with_named_fields_changed(sweep):
@@ -54,7 +45,7 @@ def test_a_job_probes_its_start_and_each_stage_on_val_only_and_resumes(sweep, tm
         return torch.rand(n, 1, 32, 32, generator=generator), torch.arange(n) % 10, None
 
     monkeypatch.setattr(sweep.mae, "load_cluttered_digits", canvases)
-    monkeypatch.setitem(sweep.VARIANTS, "tiny", TINY)
+    monkeypatch.setitem(sweep.VARIANTS, "tiny", MAE_TINY)
     monkeypatch.setattr(sweep, "PROBE_EVERY", 1)
     monkeypatch.setattr(sweep, "N_LABELLED", 30)
     out = tmp_path / "rows.jsonl"

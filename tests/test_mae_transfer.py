@@ -3,29 +3,25 @@ and probes of where its tokens carry the digit; validation only."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
+from tools_loader import load_benchmark
+from train_recipes import MAE_TINY
 
 from vitedu import cluttered as C
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = dict(epochs=1, batch_size=32, canvases_per_epoch=64, base_lr=0.08, warmup_epochs=0.5,
-            encoder=dict(embed_dim=16, depth=1, num_heads=2, mlp_ratio=2.0),
-            decoder=dict(decoder_embed_dim=8, decoder_depth=1, decoder_num_heads=2))
+TINY = {**MAE_TINY, "epochs": 1}
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def transfer():
-    spec = importlib.util.spec_from_file_location("mae_transfer", ROOT / "benchmarks" / "mae_transfer.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("mae_transfer")
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +103,10 @@ def test_benchmarks_readme_reports_the_stored_mae_runs():
     probe = {(r["variant"], r["epochs_done"]): r["val_acc"] for r in sweep}
     assert f"| random start | | {100 * probe['lr1.5e-3', 0]:.2f} % |" in readme
     row = " / ".join(f"{100 * probe['mask50', e]:.2f}" for e in (50, 100, 150, 200))
-    loss = next(r["val_recon_loss"] for r in sweep if r["variant"] == "mask50" and r["epochs_done"] == 200)
+    final = {r["variant"]: r for r in sweep if r["epochs_done"] == 200}
+    minutes = {v: round(final[v]["seconds"] / 60) for v in final}  # pre-training time, probes left out
+    assert "36 minutes for\nmasking ratio 0.75, 48 for 0.5" in readme and minutes == {"lr1.5e-3": 36, "mask50": 48}
+    loss = final["mask50"]["val_recon_loss"]
     assert f"| 0.5 | {loss} | {row} % |" in readme
     assert f"– / – / {100 * probe['lr1.5e-3', 150]:.2f} / {100 * probe['lr1.5e-3', 200]:.2f} % |" in readme
     rows = [json.loads(line) for line in (ROOT / "benchmarks" / "results" / "mae_transfer.jsonl").open()]
@@ -127,8 +126,9 @@ def test_benchmarks_readme_reports_the_stored_mae_runs():
     for arm, label in (("random", "from the random start"), ("mae", "from the MAE encoder (masking 0.75)")):
         by_lr = {r["lr"]: r["val_acc"] for r in few if r["arm"] == arm and r["seed"] == 0}
         assert f"| {label} | {' | '.join(f'{100 * by_lr[lr]:.2f} %' for lr in (3e-4, 1e-3, 4e-3))} |" in readme
+    assert all(6 <= r["seconds"] / 60 <= 8 for r in rows if r["command"] == "finetune")  # "about 7 minutes a run"
     other = next(r for r in rows if r["command"] == "finetune" and r["mae_mask_ratio"] == 0.5)
-    assert f"fine-tuned the same way at 1e-3 (seed 0): {100 * other['val_acc']:.2f} %" in readme
+    assert f"not tuned again for this one): {100 * other['val_acc']:.2f} %" in readme
     label = {("mae", "lr1.5e-3_seed0.safetensors"): "MAE, masking 0.75", ("mae", "mask50_seed0.safetensors"):
              "MAE, masking 0.5", ("random", "lr1.5e-3_seed0.safetensors"): "random start"}
     for r in (r for r in rows if r["command"] == "where"):

@@ -10,15 +10,14 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from tools_loader import load_tool
 from torch import nn
+from train_recipes import MAE_TINY
 
 import vitedu
 from vitedu.patching import patchify
 
 mae_tool = load_tool("pretrain_mae")
 
-TINY = dict(epochs=2, batch_size=32, canvases_per_epoch=64, base_lr=0.08, warmup_epochs=0.5,
-            encoder=dict(embed_dim=16, depth=1, num_heads=2, mlp_ratio=2.0),
-            decoder=dict(decoder_embed_dim=8, decoder_depth=1, decoder_num_heads=2))
+TINY = MAE_TINY
 
 
 @pytest.fixture(scope="module")
