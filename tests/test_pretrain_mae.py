@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from torch import nn
 from train_recipes import MAE_TINY
 
 import vitedu
+from vitedu.mae import MaskedAutoencoder
 from vitedu.patching import patchify
 
 mae_tool = load_tool("pretrain_mae")
@@ -91,6 +93,53 @@ class PixelEncoder(nn.Module):
         self.calls.append(images.data_ptr())
         patches = patchify(images, 4)  # (batch, 64, 16)
         return torch.cat([torch.zeros(len(images), 1, 16), patches], dim=1)  # (batch, 65, 16)
+
+
+def _probe_file(path, config, epochs_done, test=True):
+    rows = [{"encoder": arm, "seed": 0, "n_labelled": 10, **({"test_acc": acc} if test else {})}
+            for arm, acc in (("mae", 0.5), ("random", 0.25))]
+    path.write_text(json.dumps({"config": json.loads(json.dumps(asdict(config))), "epochs_done": epochs_done,
+                                "probe": rows}))
+    return path
+
+
+def test_ship_writes_the_encoder_for_the_registry_and_the_decoder_beside_it(tmp_path, val_images):
+    config = mae_tool.MAEConfig(**TINY)
+    model, _, _ = mae_tool.pretrain(config, out=tmp_path / "run", val_images=val_images, log=lambda _: None)
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    encoder_file, decoder_file = mae_tool.ship(tmp_path / "run", _probe_file(tmp_path / "p.json", config, 2),
+                                               assets, name="tiny_mae")
+    assert (encoder_file.name, decoder_file.name) == ("tiny_mae.safetensors", "tiny_mae_decoder.safetensors")
+    with safe_open(str(encoder_file), "pt") as f:
+        meta = f.metadata()
+    encoder = vitedu.create_model("vit_cluttered_digits", **json.loads(meta["model_kwargs"]))
+    encoder.load_state_dict(load_file(str(encoder_file)))  # strict: the encoder alone, timm's keys
+    assert meta["decoder"] == decoder_file.name and json.loads(meta["probe_test_acc"]) == {"mae": [0.5],
+                                                                                          "random": [0.25]}
+    whole = MaskedAutoencoder(**json.loads(meta["mae_kwargs"]))
+    whole.load_state_dict({**load_file(str(encoder_file)), **load_file(str(decoder_file))})  # strict, together
+    images, g = val_images[:4], [torch.Generator().manual_seed(3) for _ in range(2)]
+    with torch.no_grad():
+        assert torch.equal(whole.eval()(images, 0.75, g[0])[1], model.eval()(images, 0.75, g[1])[1])
+        assert torch.equal(encoder.eval().forward_features(images), model.encoder.forward_features(images))
+
+
+def test_ship_refuses_an_unfinished_run_and_a_probe_of_another(tmp_path, val_images):
+    config = mae_tool.MAEConfig(**TINY)
+    quiet = dict(val_images=val_images, log=lambda _: None)
+    mae_tool.pretrain(config, out=tmp_path / "run", stop_after=1, **quiet)
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    with pytest.raises(SystemExit, match="stopped after epoch 1 of 2: finish it first"):
+        mae_tool.ship(tmp_path / "run", _probe_file(tmp_path / "p.json", config, 2), assets)
+    mae_tool.pretrain(config, out=tmp_path / "run", **quiet)
+    other = mae_tool.MAEConfig(**{**TINY, "mask_ratio": 0.5})
+    for probe in (_probe_file(tmp_path / "a.json", other, 2), _probe_file(tmp_path / "b.json", config, 1),
+                  _probe_file(tmp_path / "c.json", config, 2, test=False)):
+        with pytest.raises(SystemExit, match="is not the finished run .* probed on test"):
+            mae_tool.ship(tmp_path / "run", probe, assets)
+    assert not list(assets.iterdir())  # nothing written
 
 
 def synthetic(n, generator):

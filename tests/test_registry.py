@@ -19,8 +19,9 @@ def test_the_views_partition_the_registry_without_copying_it():
         assert cls is registry.MODELS[name].model_class and kwargs is registry.MODELS[name].kwargs
     assert set(TIMM_ARCHITECTURES) | set(TIMM_VARIANTS) == set(registry.timm_names())
     assert set(TIMM_ARCHITECTURES) <= set(MODEL_CONFIGS) and set(TIMM_VARIANTS) <= set(VARIANT_CONFIGS)
-    assert SHIPPED_WEIGHTS == {"vit_cluttered_digits": "vit_cluttered_digits.safetensors"}
-    assert registry.shipped_names() == ["vit_cluttered_digits"]
+    assert SHIPPED_WEIGHTS == {"vit_cluttered_digits": "vit_cluttered_digits.safetensors",
+                               "vit_cluttered_digits_mae": "vit_cluttered_digits_mae.safetensors"}
+    assert registry.shipped_names() == ["vit_cluttered_digits", "vit_cluttered_digits_mae"]
 
 
 @pytest.mark.parametrize("name", sorted(registry.MODELS))

@@ -34,15 +34,18 @@ from typing import Callable, Optional
 
 import torch
 import torch.nn.functional as F
+from safetensors.torch import save_file
 from torch import Tensor, nn
 
-from vitedu.checkpoints import STATE_FILE, load_checkpoint, save_checkpoint, save_state_dict
+from vitedu.checkpoints import STATE_FILE, atomic_write, load_checkpoint, save_checkpoint, save_state_dict
 from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits, make_cluttered
 from vitedu.digits import DIGITS_MAX, load_digits
 from vitedu.mae import MaskedAutoencoder
 from vitedu.train import lr_at, param_groups
 
 ENCODER_FILE = "encoder.safetensors"
+SHIPPED_NAME = "vit_cluttered_digits_mae"  # the registry name of the shipped encoder (vitedu.registry.MODELS)
+ASSETS = Path(__file__).resolve().parent.parent / "vitedu" / "assets"
 POOLS = ("cls", "mean")  # the probe's two feature choices
 PROBE_WEIGHT_DECAYS = (0.0, 1e-4, 1e-3, 1e-2, 1e-1)  # the L2 penalties the probe chooses from on val
 
@@ -82,11 +85,16 @@ class MAEHistory:
     seconds: list = field(default_factory=list)
 
 
+def mae_kwargs(config: MAEConfig) -> dict:
+    """The ``MaskedAutoencoder`` keyword arguments of ``config``: 4x4 patches of a 32x32x1 canvas."""
+    return dict(img_size=32, patch_size=4, in_chans=1, norm_pix_loss=config.norm_pix_loss, **config.encoder,
+                **config.decoder)
+
+
 def build_mae(config: MAEConfig) -> MaskedAutoencoder:
     """The MAE of ``config``, initialised from ``config.seed`` (the random-encoder baseline is this, untrained)."""
     torch.manual_seed(config.seed)
-    return MaskedAutoencoder(img_size=32, patch_size=4, in_chans=1, norm_pix_loss=config.norm_pix_loss,
-                             **config.encoder, **config.decoder)
+    return MaskedAutoencoder(**mae_kwargs(config))
 
 
 def unlabelled_canvases(split: str, num_images: int, seed: int, position_step: int = 1) -> Tensor:
@@ -186,6 +194,41 @@ def save_encoder(path: str | Path, model: MaskedAutoencoder, config: MAEConfig, 
     })
 
 
+def ship(out: Path, probe: Path, assets: Path = ASSETS, name: str = SHIPPED_NAME) -> tuple[Path, Path]:
+    """Ship the finished run in ``out`` with vitedu: its encoder as the registry weights of ``name`` (what
+    ``create_model(name, pretrained=True)`` loads) and its decoder beside it (``vitedu.mae.load_shipped_mae``).
+
+    ``probe`` is the ``--probe --json`` file of this very run: its test rows go into the metadata, the numbers the
+    shipped file claims. -> (encoder file, decoder file)
+    """
+    state = json.loads((out / STATE_FILE).read_text())
+    config = MAEConfig(**{**state["config"], "betas": tuple(state["config"]["betas"])})
+    if state["epoch"] != config.epochs:
+        raise SystemExit(f"{out} stopped after epoch {state['epoch']} of {config.epochs}: finish it first "
+                         f"(python tools/pretrain_mae.py --out {out}), then ship it")
+    probed = json.loads(probe.read_text())
+    if probed["config"] != state["config"] or probed["epochs_done"] != config.epochs or any(
+            "test_acc" not in row for row in probed["probe"]):
+        raise SystemExit(f"{probe} is not the finished run in {out} probed on test (its config or epochs differ): "
+                         f"make it with python tools/pretrain_mae.py --out {out} --probe 1000 --seeds 0 1 2 "
+                         f"--json {probe}")
+    model, history, _ = pretrain(config, out, stop_after=0, log=lambda _: None)
+    encoder_keys = set(model.encoder.state_dict())
+    decoder = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k not in encoder_keys}
+    encoder_file, decoder_file = assets / f"{name}.safetensors", assets / f"{name}_decoder.safetensors"
+    kwargs = dict(img_size=32, patch_size=4, in_chans=1, num_classes=0, pos_embed="sincos", **config.encoder)
+    test = {arm: [row["test_acc"] for row in probed["probe"] if row["encoder"] == arm] for arm in ("mae", "random")}
+    save_state_dict(encoder_file, model.encoder, {
+        "model": name, "model_kwargs": json.dumps(kwargs), "config": json.dumps(asdict(config)),
+        "epochs_done": str(len(history.epoch)), "val_recon_loss": f"{history.val_loss[-1]:.4f}",
+        "pretrained_cfg": json.dumps({"input_size": [1, 32, 32], "mean": CLUTTERED_MEAN, "std": CLUTTERED_STD}),
+        "mae_kwargs": json.dumps(mae_kwargs(config)), "decoder": decoder_file.name,
+        "probe_n_labelled": str(probed["probe"][0]["n_labelled"]), "probe_test_acc": json.dumps(test),
+    })
+    atomic_write(decoder_file, lambda p: save_file(decoder, str(p), metadata={"model": name, "part": "decoder"}))
+    return encoder_file, decoder_file
+
+
 # ----------------------------------------------------------------------------------------------------
 # The linear probe
 # ----------------------------------------------------------------------------------------------------
@@ -283,9 +326,15 @@ def main(argv: Optional[list[str]] = None) -> None:
                    "one on N labelled canvases")
     p.add_argument("--seeds", type=int, nargs="+", default=[0], help="the probe's seeds (its labelled subsets)")
     p.add_argument("--json", help="with --probe: also write the run's config, loss curve and the probe rows here")
+    p.add_argument("--ship", metavar="PROBE_JSON", help=f"instead of training: write <out>'s encoder and decoder "
+                   f"into vitedu/assets as {SHIPPED_NAME}, with the test probe of PROBE_JSON (--probe --json)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
+    if args.ship:
+        for path in ship(out, Path(args.ship)):
+            print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+        return
     if args.probe:
         if not (out / STATE_FILE).exists():
             raise SystemExit(f"--probe reads the pre-training run in {out}, but {out / STATE_FILE} does not exist: "

@@ -75,7 +75,7 @@ def _digits(model_class: type[nn.Module], **kwargs: Any) -> ModelEntry:
 def _cluttered(model_class: type[nn.Module], weights: Optional[str] = None, **kwargs: Any) -> ModelEntry:
     """A model for cluttered digits (vitedu.cluttered): 32x32 canvases in [0, 1], normalised with the training
     canvases' statistics, as ``vitedu.train`` trains it."""
-    return ModelEntry(model_class, dict(img_size=32, patch_size=4, in_chans=1, num_classes=10, **kwargs),
+    return ModelEntry(model_class, dict(img_size=32, patch_size=4, in_chans=1, **{"num_classes": 10, **kwargs}),
                       pretrained="vitedu" if weights else None, weights=weights, mean=CLUTTERED_MEAN,
                       std=CLUTTERED_STD, label_names=DIGIT_NAMES)
 
@@ -139,6 +139,12 @@ MODELS: dict[str, ModelEntry] = {
     # 4x4 patches -> an 8x8 grid of 64 tokens + [CLS]; the digit covers 4-9 of them. Trained weights ship with
     # vitedu (made by `make weights`; the file's metadata holds the training config and the test accuracy).
     "vit_cluttered_digits": _cluttered(VisionTransformer, weights="vit_cluttered_digits.safetensors", **_SMALL),
+    # Chapter 10's masked autoencoder (vitedu.mae, pre-trained by tools/pretrain_mae.py on unlabelled canvases, the
+    # digit at any pixel): its encoder alone, as the official MAE checkpoints ship it. No head (num_classes=0),
+    # MAE's fixed sin-cos positions; forward_features -> (batch, 1 + 64, 64). The decoder that draws its
+    # reconstructions ships beside it: vitedu.mae.load_shipped_mae() gives the whole MaskedAutoencoder.
+    "vit_cluttered_digits_mae": _cluttered(VisionTransformer, weights="vit_cluttered_digits_mae.safetensors",
+                                           **_SMALL, num_classes=0, pos_embed="sincos"),
     # Chapter 9's controlled comparison: the width, depth (4 blocks) and 8x8 grid of vit_cluttered_digits.
     # CaiT: 3 self-attention + 1 class-attention block; ConViT: 2 GPSA + 2 SA blocks.
     "deit_cluttered_digits": _cluttered(VisionTransformerDistilled, **_SMALL),
