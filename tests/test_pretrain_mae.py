@@ -75,7 +75,8 @@ class NoLabels:
 
 def test_pretraining_never_reads_a_label(monkeypatch):
     digits = vitedu.digits.load_digits()
-    monkeypatch.setattr(mae_tool, "load_digits", lambda: {k: (x, NoLabels()) for k, (x, _) in digits.items()})
+    without_labels = {k: (x, NoLabels()) for k, (x, _) in digits.items()}
+    monkeypatch.setattr(vitedu.mae_pretrain, "load_digits", lambda: without_labels)
     config = mae_tool.MAEConfig(**{**TINY, "epochs": 1})
     _, history, _ = mae_tool.pretrain(config, log=lambda _: None)  # its own val canvases too
     assert len(history.val_loss) == 1

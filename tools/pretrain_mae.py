@@ -4,17 +4,11 @@
     python tools/pretrain_mae.py --out runs/mae --epochs 400 --device cuda    # the same on a GPU (Colab)
     python tools/pretrain_mae.py --out runs/mae --probe 1000 --seeds 0 1 2    # probe runs/mae vs a random encoder
 
-Pre-training (He et al., 2022, scaled down): a ``vitedu.mae.MaskedAutoencoder`` whose encoder has the size of
-``vit_cluttered_digits`` (embed_dim 64, depth 4, 4 heads, mlp_ratio 2, 4x4 patches of a 32x32x1 canvas) and a
-lighter decoder (width 48, one block), on *fresh* canvases every epoch, the digit at any pixel
-(``position_step=1``). The canvases are made from the training digits' images alone: the labels are never loaded
-(``make_cluttered`` is handed placeholder labels, and its labels output is dropped). The recipe is the paper's:
-AdamW with betas (0.9, 0.95), weight decay 0.05, lr = base_lr * batch / 256 with base_lr 1.5e-4, linear warm-up
-then a half cosine to 0, 75 % of the patches hidden, per-patch normalised pixel targets (``norm_pix_loss``).
-Every epoch is checkpointed into ``--out`` (``vitedu.checkpoints.save_checkpoint``: safetensors + JSON); a run
-started again with the same ``--out`` resumes after its last complete epoch, with the batches and masks an
-uninterrupted run would have drawn. At the end the encoder alone goes to ``<out>/encoder.safetensors``, its
-config in the metadata (``create_model(metadata["model"], **json.loads(metadata["model_kwargs"]))`` rebuilds it).
+Pre-training is ``vitedu.mae_pretrain.pretrain`` (the recipe, the loop, the checkpoints; its docstring says what
+it does): every epoch is checkpointed into ``--out``, and a run started again with the same ``--out`` resumes after
+its last complete epoch. At the end the encoder alone goes to ``<out>/encoder.safetensors``, its config in the
+metadata (``create_model(metadata["model"], **json.loads(metadata["model_kwargs"]))`` rebuilds it); ``--ship``
+writes a finished run into vitedu/assets as the registry's ``vit_cluttered_digits_mae``.
 
 The probe (``linear_probe``): frozen encoder features of n labelled *training* canvases, [CLS] or the mean of the
 patch tokens (both after the encoder's final norm), standardised, into a logistic regression (full-batch L-BFGS);
@@ -26,160 +20,35 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
 from torch import Tensor, nn
 
-from vitedu.checkpoints import STATE_FILE, atomic_write, load_checkpoint, save_checkpoint, save_state_dict
-from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits, make_cluttered
-from vitedu.digits import DIGITS_MAX, load_digits
+from vitedu.checkpoints import STATE_FILE, atomic_write, save_state_dict
+from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits
 from vitedu.mae import MaskedAutoencoder
-from vitedu.train import lr_at, param_groups
+from vitedu.mae_pretrain import (  # noqa: F401  (re-exported: the scripts and tests call them through this tool)
+    MAEConfig,
+    MAEHistory,
+    build_mae,
+    epoch_canvases,
+    mae_kwargs,
+    pretrain,
+    reconstruction_loss,
+    unlabelled_canvases,
+)
 
 ENCODER_FILE = "encoder.safetensors"
 SHIPPED_NAME = "vit_cluttered_digits_mae"  # the registry name of the shipped encoder (vitedu.registry.MODELS)
 ASSETS = Path(__file__).resolve().parent.parent / "vitedu" / "assets"
 POOLS = ("cls", "mean")  # the probe's two feature choices
 PROBE_WEIGHT_DECAYS = (0.0, 1e-4, 1e-3, 1e-2, 1e-1)  # the L2 penalties the probe chooses from on val
-
-
-@dataclass
-class MAEConfig:
-    """Everything that defines a pre-training run (saved in every checkpoint; a resumed run reads it back)."""
-
-    epochs: int = 400
-    batch_size: int = 256
-    canvases_per_epoch: int = 10_000
-    base_lr: float = 1.5e-4  # lr = base_lr * batch_size / 256, the paper's scaling rule
-    min_lr: float = 0.0
-    warmup_epochs: float = 40.0  # the paper warms up 40 of its 800 epochs
-    weight_decay: float = 0.05
-    betas: tuple[float, float] = (0.9, 0.95)
-    mask_ratio: float = 0.75
-    norm_pix_loss: bool = True
-    position_step: int = 1  # the digit at any pixel
-    seed: int = 0
-    encoder: dict = field(default_factory=lambda: dict(embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0))
-    decoder: dict = field(default_factory=lambda: dict(decoder_embed_dim=48, decoder_depth=1, decoder_num_heads=4))
-
-    @property
-    def lr(self) -> float:
-        return self.base_lr * self.batch_size / 256
-
-
-@dataclass
-class MAEHistory:
-    """One entry per epoch: the reconstruction loss (hidden patches) on training and fixed val canvases."""
-
-    epoch: list = field(default_factory=list)
-    train_loss: list = field(default_factory=list)
-    val_loss: list = field(default_factory=list)
-    lr: list = field(default_factory=list)
-    seconds: list = field(default_factory=list)
-
-
-def mae_kwargs(config: MAEConfig) -> dict:
-    """The ``MaskedAutoencoder`` keyword arguments of ``config``: 4x4 patches of a 32x32x1 canvas."""
-    return dict(img_size=32, patch_size=4, in_chans=1, norm_pix_loss=config.norm_pix_loss, **config.encoder,
-                **config.decoder)
-
-
-def build_mae(config: MAEConfig) -> MaskedAutoencoder:
-    """The MAE of ``config``, initialised from ``config.seed`` (the random-encoder baseline is this, untrained)."""
-    torch.manual_seed(config.seed)
-    return MaskedAutoencoder(**mae_kwargs(config))
-
-
-def unlabelled_canvases(split: str, num_images: int, seed: int, position_step: int = 1) -> Tensor:
-    """Normalised cluttered canvases of ``split`` made from its digit *images* only; no label is ever read.
-
-    -> (num_images, 1, 32, 32). ``make_cluttered`` wants labels to hand back: it gets placeholders (zeros), and
-    what it hands back is dropped.
-    """
-    digits = load_digits()[split][0].float() / DIGITS_MAX  # (M, 1, 8, 8) in [0, 1]: images only
-    placeholders = torch.zeros(len(digits), dtype=torch.long)
-    generator = torch.Generator().manual_seed(seed)
-    images, _, _ = make_cluttered(digits, placeholders, num_images, generator, position_step=position_step)
-    return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0]
-
-
-def epoch_canvases(config: MAEConfig, epoch: int) -> Tensor:
-    """The training canvases of one epoch: a function of (seed, epoch) alone, so a resumed run draws the same."""
-    return unlabelled_canvases("train", config.canvases_per_epoch, config.seed * 100_003 + epoch,
-                               config.position_step)
-
-
-@torch.no_grad()
-def reconstruction_loss(model: MaskedAutoencoder, images: Tensor, mask_ratio: float, seed: int = 0) -> float:
-    """Mean loss on hidden patches over ``images``, with masks drawn from ``seed`` (the same every epoch)."""
-    model.eval()
-    device = next(model.parameters()).device
-    generator = torch.Generator(device).manual_seed(seed)
-    losses = [model(images[i:i + 500].to(device), mask_ratio, generator)[0].item() * len(images[i:i + 500])
-              for i in range(0, len(images), 500)]
-    return sum(losses) / len(images)
-
-
-def pretrain(
-    config: MAEConfig, out: Optional[str | Path] = None, device: str = "cpu", stop_after: Optional[int] = None,
-    log: Callable[[str], None] = print, val_images: Optional[Tensor] = None,
-) -> tuple[MaskedAutoencoder, MAEHistory, int]:
-    """Pre-train (or resume the run in ``out``); returns (model, history, optimizer steps taken).
-
-    ``stop_after=e`` ends after epoch e, as if interrupted. ``val_images`` default to 2,000 val canvases.
-    """
-    device = torch.device(device)
-    resuming = out is not None and (Path(out) / STATE_FILE).exists()
-    if resuming:
-        saved = json.loads((Path(out) / STATE_FILE).read_text())["config"]
-        config = MAEConfig(**{**saved, "betas": tuple(saved["betas"])})
-    model = build_mae(config).to(device)
-    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr, betas=config.betas)
-    scaler = torch.amp.GradScaler(device.type, enabled=False)  # fp32: kept for save_checkpoint's format
-    start, step, history = 0, 0, MAEHistory()
-    if resuming:
-        state = load_checkpoint(out, model, optimizer, scaler)
-        start, step, history = state["epoch"], state["step"], MAEHistory(**state["history"])
-        log(f"resuming {out} after epoch {start} of {config.epochs} (step {step})")
-    if val_images is None:
-        val_images = unlabelled_canvases("val", 2_000, seed=1_000_003, position_step=config.position_step)
-    steps_per_epoch = math.ceil(config.canvases_per_epoch / config.batch_size)
-    total, warmup = config.epochs * steps_per_epoch, round(config.warmup_epochs * steps_per_epoch)
-    for epoch in range(start, config.epochs if stop_after is None else min(stop_after, config.epochs)):
-        began = time.perf_counter()
-        images = epoch_canvases(config, epoch)  # (canvases, 1, 32, 32), already in random order
-        torch.manual_seed(config.seed * 1_000 + epoch)  # the masks depend on (seed, epoch) only
-        model.train()
-        loss_sum = 0.0
-        for i in range(0, len(images), config.batch_size):
-            batch = images[i:i + config.batch_size].to(device)  # (batch, 1, 32, 32)
-            lr = lr_at(step, total, warmup, config.lr, config.min_lr)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            loss = model(batch, config.mask_ratio)[0]
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            step += 1
-            loss_sum += loss.item() * len(batch)
-        val_loss = reconstruction_loss(model, val_images, config.mask_ratio)
-        history.epoch.append(epoch + 1)
-        history.train_loss.append(loss_sum / len(images))
-        history.val_loss.append(val_loss)
-        history.lr.append(lr)
-        history.seconds.append(time.perf_counter() - began)
-        log(f"epoch {epoch + 1:4d}/{config.epochs}  train {history.train_loss[-1]:.4f}  val {val_loss:.4f}  "
-            f"lr {lr:.2e}  {history.seconds[-1]:.1f} s")
-        if out is not None:
-            save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
-    return model, history, step
 
 
 def save_encoder(path: str | Path, model: MaskedAutoencoder, config: MAEConfig, history: MAEHistory) -> None:

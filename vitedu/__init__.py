@@ -37,8 +37,9 @@ _LAZY = {
 }
 _SUBMODULES = (
     "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "convit", "data", "deit", "digits",
-    "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders", "mae", "mimetic",
-    "models", "preprocess", "pretrained", "probes", "registry", "shift", "timm_configs", "train", "utils", "vit",
+    "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders", "mae",
+    "mae_pretrain", "mimetic", "models", "preprocess", "pretrained", "probes", "registry", "shift", "timm_configs",
+    "train", "utils", "vit",
 )
 
 
