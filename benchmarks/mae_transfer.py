@@ -12,6 +12,14 @@ subset; fresh canvases every epoch), ``--epochs``, each learning rate of ``--lrs
 head, the batches, stochastic depth). One JSON line a run with its val accuracy per epoch; ``fit``'s test accuracy
 is dropped unread (a choice is made here; test is read once, for the chosen recipe).
 
+``summary``: what chapter 10 reads, from ``results/mae_transfer.jsonl``, ``results/mae_sweep.jsonl`` and the shipped
+encoder's metadata, into ``vitedu/assets/mae_results.json`` (shipped with the package, so the chapter runs on Colab).
+For every fraction of the labels and each arm: the learning rate chosen on val with seed 0 and the val accuracy of
+every seed at that rate; the masking-ratio sweep; the "where" probes; the shipped encoder's linear probe on test.
+
+``lenses``: the same probe on other fixed read-outs of the frozen tokens (the maximum over the patch tokens, the
+mean after every block), for the encoder and its random start: does another pooling find the digit?
+
 ``where``: where in a canvas the encoder's tokens carry the digit. Linear probes (``pretrain_mae.linear_probe``'s
 logistic regression, L2 chosen on val) on 1,000 labelled training canvases, on the mean of the patch tokens under
 the digit's box, of the others (clutter and blank), and of all, for the encoder and for its random start.
@@ -36,7 +44,9 @@ import pretrain_mae as mae  # noqa: E402  (tools/ is scripts, not a package)
 
 from vitedu import create_model  # noqa: E402
 from vitedu import train as T  # noqa: E402
+from vitedu.checkpoints import atomic_write  # noqa: E402
 from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits  # noqa: E402
+from vitedu.models import shipped_metadata  # noqa: E402
 
 
 def read_encoder(path: str | Path) -> tuple[dict, dict, dict]:
@@ -108,13 +118,55 @@ def pooled(encoder: nn.Module, images: Tensor, boxes: Tensor) -> dict[str, Tenso
             "not box": (tokens * (1 - inside)).sum(1) / (1 - inside).sum(1), "all": tokens.mean(1)}
 
 
+@torch.no_grad()
+def pooled_by_block(encoder: nn.Module, images: Tensor) -> dict[str, Tensor]:
+    """Other fixed read-outs of the frozen tokens, for the probe: {"mean", "max", "block means"} -> (N, features).
+
+    "mean" and "max" pool the last block's patch tokens (after the final norm, as ``linear_probe``'s "mean");
+    "block means" concatenates the mean patch token after every block."""
+    encoder.eval()
+    after = []
+    hooks = [block.register_forward_hook(lambda _, __, out: after.append(out[0][:, 1:])) for block in encoder.blocks]
+    try:
+        last = encoder.forward_features(images)[:, 1:]  # (N, patches, dim)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    after[-1] = last
+    return {"mean": last.mean(1), "max": last.amax(1), "block means": torch.cat([t.mean(1) for t in after], 1)}
+
+
+def probe_val(f_train: Tensor, y_train: Tensor, f_val: Tensor, y_val: Tensor) -> float:
+    """``linear_probe``'s logistic regression on standardised features, its L2 penalty chosen on val."""
+    mean, std = f_train.mean(0), f_train.std(0).clamp(min=1e-6)
+    accs = []
+    for wd in mae.PROBE_WEIGHT_DECAYS:
+        head = mae.fit_logistic((f_train - mean) / std, y_train, wd)
+        with torch.no_grad():
+            accs.append((head((f_val - mean) / std).argmax(1) == y_val).float().mean().item())
+    return max(accs)
+
+
+def canvases(split: str, **kw) -> tuple[Tensor, Tensor, Tensor]:
+    images, labels, boxes = load_cluttered_digits(split, **kw)
+    return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels, boxes
+
+
+def lenses(args: argparse.Namespace) -> None:
+    state, model_kwargs, pre_config = read_encoder(args.encoder)
+    train, val = canvases("train", num_images=args.n_labelled, seed=0), canvases("val")
+    for arm, weights in (("mae", state), ("random", random_start(pre_config))):
+        encoder = create_model("vit_cluttered_digits", **model_kwargs)
+        encoder.load_state_dict(weights)
+        f_train, f_val = pooled_by_block(encoder, train[0]), pooled_by_block(encoder, val[0])
+        row = {"arm": arm, "encoder": Path(args.encoder).name, "n_labelled": args.n_labelled}
+        for name in f_train:
+            row[f"val_acc {name}"] = round(probe_val(f_train[name], train[1], f_val[name], val[1]), 4)
+        print(json.dumps(row), flush=True)
+
+
 def where(args: argparse.Namespace) -> None:
     state, model_kwargs, pre_config = read_encoder(args.encoder)
-
-    def canvases(split: str, **kw) -> tuple[Tensor, Tensor, Tensor]:
-        images, labels, boxes = load_cluttered_digits(split, **kw)
-        return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels, boxes
-
     train, val = canvases("train", num_images=args.n_labelled, seed=0), canvases("val")
     for arm, weights in (("mae", state), ("random", random_start(pre_config))):
         encoder = create_model("vit_cluttered_digits", **model_kwargs)
@@ -122,13 +174,52 @@ def where(args: argparse.Namespace) -> None:
         f_train, f_val = pooled(encoder, train[0], train[2]), pooled(encoder, val[0], val[2])
         row = {"arm": arm, "encoder": Path(args.encoder).name, "n_labelled": args.n_labelled}
         for name in f_train:
-            mean, std = f_train[name].mean(0), f_train[name].std(0).clamp(min=1e-6)
-            accs = []
-            for wd in mae.PROBE_WEIGHT_DECAYS:
-                head = mae.fit_logistic((f_train[name] - mean) / std, train[1], wd)
-                accs.append((head((f_val[name] - mean) / std).argmax(1) == val[1]).float().mean().item())
-            row[f"val_acc {name}"] = round(max(accs), 4)
+            row[f"val_acc {name}"] = round(probe_val(f_train[name], train[1], f_val[name], val[1]), 4)
         print(json.dumps(row), flush=True)
+
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SUMMARY = Path(__file__).resolve().parent.parent / "vitedu" / "assets" / "mae_results.json"
+SHIPPED_ENCODER = "lr1.5e-3_seed0.safetensors"  # the run shipped as vit_cluttered_digits_mae: masking 0.75
+SWEEP = {"mask25": 0.25, "mask50": 0.5, "lr1.5e-3": 0.75, "mask90": 0.9}  # mae_sweep variant -> masking ratio
+
+
+def summarise(transfer_rows: list[dict], sweep_rows: list[dict], shipped: dict[str, str]) -> dict:
+    """The numbers chapter 10 shows, each traced to its rows (see the module docstring)."""
+    finetune: dict = {}
+    runs = [r for r in transfer_rows if r["command"] == "finetune" and r["encoder"] == SHIPPED_ENCODER]
+    for fraction in sorted({r["fraction"] for r in runs}):
+        for arm in ("mae", "random"):
+            mine = [r for r in runs if r["fraction"] == fraction and r["arm"] == arm]
+            grid = {r["lr"]: r["val_acc"] for r in mine if r["seed"] == 0}
+            lr = max(grid, key=grid.get)  # chosen on val with seed 0; the first of equal scores
+            seeds = {r["seed"]: r["val_acc"] for r in mine if r["lr"] == lr}
+            finetune.setdefault(f"{fraction:g}", {})[arm] = {
+                "lr_grid_seed0": {f"{k:g}": v for k, v in sorted(grid.items())}, "lr": lr,
+                "seeds": sorted(seeds), "val_acc": [seeds[s] for s in sorted(seeds)]}
+    final = {r["variant"]: r for r in sweep_rows if r.get("epochs_done") == r.get("config", {}).get("epochs")}
+    tenth = {r["encoder"].removesuffix("_seed0.safetensors"): r["val_acc"] for r in transfer_rows
+             if r["command"] == "finetune" and r["arm"] == "mae" and r["fraction"] == 0.1 and r["seed"] == 0
+             and r["lr"] == 1e-3}
+    sweep = [{"variant": v, "mask_ratio": ratio, "probe_val_acc": final[v]["val_acc"],
+              "val_recon_loss": final[v]["val_recon_loss"], "minutes": round(final[v]["seconds"] / 60),
+              "finetune_10pct_val_acc": tenth.get(v)} for v, ratio in SWEEP.items() if v in final]
+    start = next(r["val_acc"] for r in sweep_rows if r["variant"] == "lr1.5e-3" and r["epochs_done"] == 0)
+    where_rows = [{k: v for k, v in r.items() if k not in ("command", "n_labelled")} for r in transfer_rows
+                  if r["command"] == "where"]
+    return {"finetune": finetune, "finetune_epochs": runs[0]["epochs"], "sweep": sweep,
+            "sweep_random_start_probe_val_acc": start, "where": where_rows,
+            "probe_test": {"n_labelled": int(shipped["probe_n_labelled"]), **json.loads(shipped["probe_test_acc"])}}
+
+
+def summary(args: argparse.Namespace) -> None:
+    def rows(name: str) -> list[dict]:
+        return [json.loads(line) for line in (RESULTS / name).read_text().splitlines() if line.strip()]
+
+    result = summarise(rows("mae_transfer.jsonl"), rows("mae_sweep.jsonl"), shipped_metadata(mae.SHIPPED_NAME))
+    out = Path(args.out)
+    atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=1) + "\n"))
+    print(f"wrote {out}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -144,13 +235,19 @@ def main(argv: list[str] | None = None) -> None:
     f.add_argument("--device", default="cpu")
     f.add_argument("--out", help="append the JSON lines here too")
     w = sub.add_parser("where", help="probes on the tokens under the digit's box, elsewhere, and all")
-    w.add_argument("--encoder", required=True)
-    w.add_argument("--n-labelled", type=int, default=1_000)
-    for s in (f, w):
+    o = sub.add_parser("lenses", help="probes on other read-outs: the max over the tokens, every block's mean")
+    for s in (w, o):
+        s.add_argument("--encoder", required=True)
+        s.add_argument("--n-labelled", type=int, default=1_000)
+    for s in (f, w, o):
         s.add_argument("--threads", type=int, default=1)
+    s = sub.add_parser("summary", help="what chapter 10 reads, into vitedu/assets/mae_results.json")
+    s.add_argument("--out", default=str(SUMMARY))
     args = p.parse_args(argv)
+    if args.command == "summary":
+        return summary(args)
     torch.set_num_threads(args.threads)
-    finetune(args) if args.command == "finetune" else where(args)
+    {"finetune": finetune, "where": where, "lenses": lenses}[args.command](args)
 
 
 if __name__ == "__main__":

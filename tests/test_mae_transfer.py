@@ -11,7 +11,9 @@ import torch
 from tools_loader import load_benchmark
 from train_recipes import MAE_TINY
 
+import vitedu
 from vitedu import cluttered as C
+from vitedu.models import shipped_metadata
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {**MAE_TINY, "epochs": 1}
@@ -135,3 +137,36 @@ def test_benchmarks_readme_reports_the_stored_mae_runs():
         cells = " | ".join(f"{100 * r[f'val_acc {k}']:.2f} %" for k in ("box", "not box", "all"))
         if (r["arm"], r["encoder"]) in label:
             assert f"| {label[r['arm'], r['encoder']]} | {cells} |" in readme
+
+
+def test_other_read_outs_pool_the_frozen_tokens_and_leave_no_hook(transfer, encoder_file):
+    state, model_kwargs, _ = transfer.read_encoder(encoder_file)
+    encoder = vitedu.create_model("vit_cluttered_digits", **model_kwargs)
+    encoder.load_state_dict(state)
+    images = torch.randn(5, 1, 32, 32, generator=torch.Generator().manual_seed(0))
+    outs = transfer.pooled_by_block(encoder, images)
+    tokens = encoder.forward_features(images)[:, 1:]  # (5, 64, dim)
+    assert torch.equal(outs["mean"], transfer.mae.features(encoder, images, "mean"))  # the probe's own "mean"
+    assert torch.equal(outs["max"], tokens.amax(1))
+    dim, depth = model_kwargs["embed_dim"], model_kwargs["depth"]
+    assert outs["block means"].shape == (5, depth * dim)
+    assert torch.equal(outs["block means"][:, -dim:], outs["mean"])  # the last block's, after the final norm
+    assert all(not block._forward_hooks for block in encoder.blocks)
+
+
+def test_the_shipped_summary_is_what_the_stored_runs_say():
+    """vitedu/assets/mae_results.json (what chapter 10 reads) is summarise() of results/ and the shipped file."""
+    def rows(name):
+        return [json.loads(line) for line in (ROOT / "benchmarks" / "results" / name).open() if line.strip()]
+
+    transfer_rows = rows("mae_transfer.jsonl")
+    summary = load_benchmark("mae_transfer").summarise(
+        transfer_rows, rows("mae_sweep.jsonl"), shipped_metadata("vit_cluttered_digits_mae"))
+    assert json.loads((ROOT / "vitedu" / "assets" / "mae_results.json").read_text()) == summary
+    for fraction, arms in summary["finetune"].items():
+        for arm, result in arms.items():
+            seed0 = {r["lr"]: r["val_acc"] for r in transfer_rows if r["command"] == "finetune"
+                     and r["encoder"] == "lr1.5e-3_seed0.safetensors" and r["arm"] == arm
+                     and f"{r['fraction']:g}" == fraction and r["seed"] == 0}
+            assert result["val_acc"][0] == max(seed0.values()) == seed0[result["lr"]]  # chosen on seed 0's val
+            assert result["seeds"][0] == 0
