@@ -51,16 +51,21 @@ POOLS = ("cls", "mean")  # the probe's two feature choices
 PROBE_WEIGHT_DECAYS = (0.0, 1e-4, 1e-3, 1e-2, 1e-1)  # the L2 penalties the probe chooses from on val
 
 
-def save_encoder(path: str | Path, model: MaskedAutoencoder, config: MAEConfig, history: MAEHistory) -> None:
-    """The encoder alone as safetensors; the metadata rebuilds it (``model`` + ``model_kwargs``) and says how it
-    was made (the pre-training config, epochs done, final val reconstruction loss)."""
+def encoder_metadata(config: MAEConfig, history: MAEHistory, model: str) -> dict[str, str]:
+    """What an encoder file says about itself: how to rebuild it (``create_model(model, **model_kwargs)``) and how
+    it was made (the pre-training config, epochs done, final val reconstruction loss, its inputs' normalisation)."""
     kwargs = dict(img_size=32, patch_size=4, in_chans=1, num_classes=0, pos_embed="sincos", **config.encoder)
-    save_state_dict(Path(path), model.encoder, {
-        "model": "vit_cluttered_digits", "model_kwargs": json.dumps(kwargs), "config": json.dumps(asdict(config)),
+    return {
+        "model": model, "model_kwargs": json.dumps(kwargs), "config": json.dumps(asdict(config)),
         "epochs_done": str(len(history.epoch)),
         "val_recon_loss": f"{history.val_loss[-1]:.4f}" if history.val_loss else "",
         "pretrained_cfg": json.dumps({"input_size": [1, 32, 32], "mean": CLUTTERED_MEAN, "std": CLUTTERED_STD}),
-    })
+    }
+
+
+def save_encoder(path: str | Path, model: MaskedAutoencoder, config: MAEConfig, history: MAEHistory) -> None:
+    """The encoder alone as safetensors, with ``encoder_metadata`` (``vit_cluttered_digits`` rebuilds it)."""
+    save_state_dict(Path(path), model.encoder, encoder_metadata(config, history, "vit_cluttered_digits"))
 
 
 def ship(out: Path, probe: Path, assets: Path = ASSETS, name: str = SHIPPED_NAME) -> tuple[Path, Path]:
@@ -85,14 +90,11 @@ def ship(out: Path, probe: Path, assets: Path = ASSETS, name: str = SHIPPED_NAME
     encoder_keys = set(model.encoder.state_dict())
     decoder = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if k not in encoder_keys}
     encoder_file, decoder_file = assets / f"{name}.safetensors", assets / f"{name}_decoder.safetensors"
-    kwargs = dict(img_size=32, patch_size=4, in_chans=1, num_classes=0, pos_embed="sincos", **config.encoder)
     test = {arm: [row["test_acc"] for row in probed["probe"] if row["encoder"] == arm] for arm in ("mae", "random")}
     save_state_dict(encoder_file, model.encoder, {
-        "model": name, "model_kwargs": json.dumps(kwargs), "config": json.dumps(asdict(config)),
-        "epochs_done": str(len(history.epoch)), "val_recon_loss": f"{history.val_loss[-1]:.4f}",
-        "pretrained_cfg": json.dumps({"input_size": [1, 32, 32], "mean": CLUTTERED_MEAN, "std": CLUTTERED_STD}),
-        "mae_kwargs": json.dumps(mae_kwargs(config)), "decoder": decoder_file.name,
-        "probe_n_labelled": str(probed["probe"][0]["n_labelled"]), "probe_test_acc": json.dumps(test),
+        **encoder_metadata(config, history, name), "mae_kwargs": json.dumps(mae_kwargs(config)),
+        "decoder": decoder_file.name, "probe_n_labelled": str(probed["probe"][0]["n_labelled"]),
+        "probe_test_acc": json.dumps(test),
     })
     atomic_write(decoder_file, lambda p: save_file(decoder, str(p), metadata={"model": name, "part": "decoder"}))
     return encoder_file, decoder_file
