@@ -10,6 +10,7 @@ from tools_loader import load_tool
 
 import vitedu
 from vitedu import cluttered as C
+from vitedu import mae_pretrain
 from vitedu.mae import MaskedAutoencoder, load_shipped_mae, mae_sincos_pos_embed_2d
 from vitedu.models import load_shipped_weights, shipped_metadata
 
@@ -72,3 +73,18 @@ def test_the_stated_probe_accuracy_is_remeasured():
     stated = json.loads(shipped_metadata(NAME)["probe_test_acc"])["mae"][0]
     result = mae_tool.linear_probe(vitedu.create_model(NAME, pretrained=True), 1000, seed=0)
     assert result["test_acc"] == pytest.approx(stated, abs=1e-3)
+
+
+def test_the_recorded_recipe_rebuilds_the_shipped_architecture():
+    """Chapter 10's GPU switch pre-trains MAEConfig(**the file's config): it must build the MAE the files hold."""
+    recipe = json.loads(shipped_metadata(NAME)["config"])
+    config = mae_pretrain.MAEConfig(**{**recipe, "betas": tuple(recipe["betas"])})
+    assert (config.epochs, config.mask_ratio, config.base_lr) == (200, 0.75, 1.5e-3)
+    model = mae_pretrain.build_mae(config)
+    assert mae_pretrain.mae_kwargs(config) == json.loads(shipped_metadata(NAME)["mae_kwargs"])
+    shipped = load_shipped_mae()
+    model.load_state_dict(shipped.state_dict())  # strict: every key and shape
+    images = _val_canvases(4)
+    with torch.no_grad():
+        assert torch.equal(model.eval()(images, 0.75, torch.Generator().manual_seed(1))[0],
+                           shipped(images, 0.75, torch.Generator().manual_seed(1))[0])
