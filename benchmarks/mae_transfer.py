@@ -15,7 +15,12 @@ is dropped unread (a choice is made here; test is read once, for the chosen reci
 ``summary``: what chapter 10 reads, from ``results/mae_transfer.jsonl``, ``results/mae_sweep.jsonl`` and the shipped
 encoder's metadata, into ``vitedu/assets/mae_results.json`` (shipped with the package, so the chapter runs on Colab).
 For every fraction of the labels and each arm: the learning rate chosen on val with seed 0 and the val accuracy of
-every seed at that rate; the masking-ratio sweep; the "where" probes; the shipped encoder's linear probe on test.
+every seed at that rate, and the linear probe's val accuracy per seed; the masking-ratio sweep; the "where" probes;
+the shipped encoder's linear probe on test.
+
+``probe``: ``pretrain_mae.linear_probe`` (pooling and L2 chosen on val, val only) on 1,000 labelled canvases made
+from a stratified ``--fractions`` of the training digits (the subset drawn with the seed, as ``finetune`` draws it),
+for the encoder and its random start: the probe's side of the 1 / 10 / 100 % experiment.
 
 ``lenses``: the same probe on other fixed read-outs of the frozen tokens (the maximum over the patch tokens, the
 mean after every block), for the encoder and its random start: does another pooling find the digit?
@@ -45,7 +50,8 @@ import pretrain_mae as mae  # noqa: E402  (tools/ is scripts, not a package)
 from vitedu import create_model  # noqa: E402
 from vitedu import train as T  # noqa: E402
 from vitedu.checkpoints import atomic_write  # noqa: E402
-from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits  # noqa: E402
+from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits, make_cluttered  # noqa: E402
+from vitedu.digits import DIGITS_MAX, load_digits, stratified_subset  # noqa: E402
 from vitedu.models import shipped_metadata  # noqa: E402
 
 
@@ -152,6 +158,35 @@ def canvases(split: str, **kw) -> tuple[Tensor, Tensor, Tensor]:
     return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels, boxes
 
 
+def labelled_canvases(fraction: float, n: int, seed: int) -> tuple[Tensor, Tensor]:
+    """n normalised training canvases made from a stratified ``fraction`` of the training digits, the subset drawn
+    with ``seed`` as fine-tuning draws it. -> images (n, 1, 32, 32), labels (n,). At fraction 1 these are
+    ``load_cluttered_digits("train", n, seed)``'s canvases (the same generator seed)."""
+    digits, labels = stratified_subset(load_digits()["train"], fraction, seed)
+    generator = torch.Generator().manual_seed(seed * 7_919)  # load_cluttered_digits' seed for the train split
+    images, labels, _ = make_cluttered(digits.float() / DIGITS_MAX, labels, n, generator)
+    return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels
+
+
+def probe_fractions(args: argparse.Namespace) -> None:
+    state, model_kwargs, pre_config = read_encoder(args.encoder)
+    val = canvases("val")[:2]
+    for fraction in args.fractions:
+        for seed in args.seeds:
+            data = {"train": labelled_canvases(fraction, args.n_labelled, seed), "val": val}  # no test: val only
+            for arm, weights in (("mae", state), ("random", random_start(pre_config))):
+                encoder = create_model("vit_cluttered_digits", **model_kwargs)
+                encoder.load_state_dict(weights)
+                result = mae.linear_probe(encoder, args.n_labelled, seed, data=data)
+                row = {"arm": arm, "fraction": fraction, "seed": seed, "n_labelled": args.n_labelled,
+                       "encoder": Path(args.encoder).name,
+                       **{k: result[k] for k in ("pool", "weight_decay", "val_acc")}}
+                print(json.dumps(row), flush=True)
+                if args.out:
+                    with open(args.out, "a") as f:
+                        print(json.dumps(row), file=f)
+
+
 def lenses(args: argparse.Namespace) -> None:
     state, model_kwargs, pre_config = read_encoder(args.encoder)
     train, val = canvases("train", num_images=args.n_labelled, seed=0), canvases("val")
@@ -207,8 +242,14 @@ def summarise(transfer_rows: list[dict], sweep_rows: list[dict], shipped: dict[s
     start = next(r["val_acc"] for r in sweep_rows if r["variant"] == "lr1.5e-3" and r["epochs_done"] == 0)
     where_rows = [{k: v for k, v in r.items() if k not in ("command", "n_labelled")} for r in transfer_rows
                   if r["command"] == "where"]
+    probes: dict = {}
+    for r in sorted((r for r in transfer_rows if r["command"] == "probe" and r["encoder"] == SHIPPED_ENCODER),
+                    key=lambda r: (r["fraction"], r["seed"])):
+        arm = probes.setdefault(f"{r['fraction']:g}", {}).setdefault(r["arm"], {"seeds": [], "val_acc": []})
+        arm["seeds"].append(r["seed"])
+        arm["val_acc"].append(r["val_acc"])
     return {"finetune": finetune, "finetune_epochs": runs[0]["epochs"], "sweep": sweep,
-            "sweep_random_start_probe_val_acc": start, "where": where_rows,
+            "sweep_random_start_probe_val_acc": start, "where": where_rows, "probe_fractions": probes,
             "probe_test": {"n_labelled": int(shipped["probe_n_labelled"]), **json.loads(shipped["probe_test_acc"])}}
 
 
@@ -236,10 +277,14 @@ def main(argv: list[str] | None = None) -> None:
     f.add_argument("--out", help="append the JSON lines here too")
     w = sub.add_parser("where", help="probes on the tokens under the digit's box, elsewhere, and all")
     o = sub.add_parser("lenses", help="probes on other read-outs: the max over the tokens, every block's mean")
-    for s in (w, o):
+    q = sub.add_parser("probe", help="the linear probe on canvases made from a fraction of the labelled digits")
+    q.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.1, 1.0])
+    q.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    q.add_argument("--out", help="append the JSON lines here too")
+    for s in (w, o, q):
         s.add_argument("--encoder", required=True)
         s.add_argument("--n-labelled", type=int, default=1_000)
-    for s in (f, w, o):
+    for s in (f, w, o, q):
         s.add_argument("--threads", type=int, default=1)
     s = sub.add_parser("summary", help="what chapter 10 reads, into vitedu/assets/mae_results.json")
     s.add_argument("--out", default=str(SUMMARY))
@@ -247,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "summary":
         return summary(args)
     torch.set_num_threads(args.threads)
-    {"finetune": finetune, "where": where, "lenses": lenses}[args.command](args)
+    {"finetune": finetune, "where": where, "lenses": lenses, "probe": probe_fractions}[args.command](args)
 
 
 if __name__ == "__main__":

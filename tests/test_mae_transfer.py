@@ -149,6 +149,14 @@ def test_benchmarks_readme_reports_the_stored_mae_runs():
         name = {"mae": "MAE, masking 0.75", "random": "random start"}[r["arm"]]
         cells = " | ".join(f"{100 * r[f'val_acc {k}']:.2f} %" for k in ("mean", "max", "block means"))
         assert f"| {name} | {cells} |" in readme
+    probes = [r for r in rows if r["command"] == "probe"]
+    for fraction, name in ((0.01, "1 %"), (0.1, "10 %"), (1.0, "100 %")):
+        cells = " | ".join(" / ".join(f"{100 * r['val_acc']:.2f}" for r in sorted(
+            (r for r in probes if r["fraction"] == fraction and r["arm"] == arm), key=lambda r: r["seed"])) + " %"
+            for arm in ("random", "mae"))
+        assert f"| {name} | {cells} |" in readme, name
+    assert next(r["val_acc"] for r in probes if (r["fraction"], r["arm"], r["seed"]) == (1.0, "mae", 0)) == probe[
+        "lr1.5e-3", 200]  # the sweep's probe of the same encoder on the same canvases
     test = json.loads(shipped_metadata("vit_cluttered_digits_mae")["probe_test_acc"])
     assert (f"{' / '.join(f'{100 * a:.2f}' for a in test['mae'])} %, against "
             f"{' / '.join(f'{100 * a:.2f}' for a in test['random'])} % for the random\nstart") in readme
@@ -191,3 +199,33 @@ def test_the_shipped_summary_is_what_the_stored_runs_say():
                      and f"{r['fraction']:g}" == fraction and r["seed"] == 0}
             assert result["val_acc"][0] == max(seed0.values()) == seed0[result["lr"]]  # chosen on seed 0's val
             assert result["seeds"][0] == 0
+
+
+def test_probe_canvases_come_from_the_fraction_of_the_digits_that_fine_tuning_uses(transfer, monkeypatch):
+    images, labels = transfer.labelled_canvases(1.0, 20, seed=3)
+    ref_images, ref_labels, _ = C.load_cluttered_digits("train", num_images=20, seed=3)
+    assert torch.equal(labels, ref_labels) and torch.allclose(images, (ref_images - C.CLUTTERED_MEAN[0])
+                                                               / C.CLUTTERED_STD[0])
+    seen = []
+    real = transfer.make_cluttered
+
+    def spy(digits, *args, **kwargs):
+        seen.append(digits)
+        return real(digits, *args, **kwargs)
+
+    monkeypatch.setattr(transfer, "make_cluttered", spy)
+    transfer.labelled_canvases(0.1, 30, seed=2)
+    subset, _ = vitedu.digits.stratified_subset(vitedu.digits.load_digits()["train"], 0.1, 2)  # as fit() draws it
+    assert torch.equal(seen[0], subset.float() / vitedu.digits.DIGITS_MAX)
+
+
+def test_the_probe_at_label_fractions_reports_val_only_for_both_arms(transfer, encoder_file, tmp_path, monkeypatch,
+                                                                    capsys):
+    monkeypatch.setitem(C.CLUTTERED_SIZES, "val", 60)
+    out = tmp_path / "probe.jsonl"
+    transfer.main(["probe", "--encoder", str(encoder_file), "--n-labelled", "40", "--fractions", "0.1", "1.0",
+                   "--seeds", "0", "--out", str(out)])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["fraction"], r["arm"]) for r in rows] == [(0.1, "mae"), (0.1, "random"), (1.0, "mae"), (1.0, "random")]
+    assert all("test_acc" not in r and 0 <= r["val_acc"] <= 1 for r in rows)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == rows
