@@ -88,3 +88,18 @@ def test_the_recorded_recipe_rebuilds_the_shipped_architecture():
     with torch.no_grad():
         assert torch.equal(model.eval()(images, 0.75, torch.Generator().manual_seed(1))[0],
                            shipped(images, 0.75, torch.Generator().manual_seed(1))[0])
+
+
+@pytest.mark.parametrize("meta", [{"decoder": "x.safetensors"}, {"mae_kwargs": "{}"}])
+def test_a_file_with_half_an_mae_is_refused(monkeypatch, meta):
+    monkeypatch.setattr(vitedu.mae, "shipped_metadata", lambda name: meta)  # names a decoder, or the kwargs, alone
+    with pytest.raises(ValueError, match="not a masked autoencoder's"):
+        load_shipped_mae(NAME)
+
+
+def test_weights_that_do_not_fit_name_the_shipped_mae(monkeypatch):
+    state = load_shipped_weights(NAME)
+    state.pop("norm.weight")
+    monkeypatch.setattr(vitedu.mae, "load_shipped_weights", lambda name: state)
+    with pytest.raises(ValueError, match=r"does not match the shipped MAE 'vit_cluttered_digits_mae' and its decoder"):
+        load_shipped_mae(NAME)
