@@ -296,7 +296,8 @@ def load_shipped_mae(name: str = "vit_cluttered_digits_mae") -> MaskedAutoencode
     if "decoder" not in meta or "mae_kwargs" not in meta:
         with_decoder = [n for n in sorted(SHIPPED_WEIGHTS) if "decoder" in shipped_metadata(n)]
         raise ValueError(
-            f"the weights shipped for {name!r} are not a masked autoencoder's: their file names no decoder. "
+            f"the weights shipped for {name!r} are not a masked autoencoder's: their file's metadata does not "
+            f"name both a decoder file and the MAE's arguments ('decoder', 'mae_kwargs'). "
             f"MAEs shipped with vitedu: {', '.join(with_decoder) or 'none'}. For the model alone use "
             f"vitedu.create_model({name!r}, pretrained=True)."
         )
