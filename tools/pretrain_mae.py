@@ -148,6 +148,19 @@ def probe_data(n_labelled: int, seed: int, position_step: int = 1, test: bool = 
     return data | {"test": normed("test")} if test else data
 
 
+def probe_each_l2(f_train: Tensor, y_train: Tensor, f_val: Tensor, y_val: Tensor) -> list[tuple]:
+    """One logistic regression per L2 penalty of ``PROBE_WEIGHT_DECAYS`` on features standardised with the
+    training statistics. -> [(weight_decay, val_acc, head, mean, std)], in that order."""
+    mean, std = f_train.mean(0), f_train.std(0).clamp(min=1e-6)
+    fits = []
+    for wd in PROBE_WEIGHT_DECAYS:
+        head = fit_logistic((f_train - mean) / std, y_train, wd)
+        with torch.no_grad():
+            acc = (head((f_val - mean) / std).argmax(1) == y_val).float().mean().item()
+        fits.append((wd, acc, head, mean, std))
+    return fits
+
+
 def linear_probe(encoder: nn.Module, n_labelled: int, seed: int,
                  data: Optional[dict[str, tuple[Tensor, Tensor]]] = None) -> dict:
     """Probe a frozen encoder: choose pooling and L2 penalty on val, then score the chosen probe on test once.
@@ -161,11 +174,7 @@ def linear_probe(encoder: nn.Module, n_labelled: int, seed: int,
     grid, best = {}, None
     for pool in POOLS:
         f_train, f_val = features(encoder, x_train, pool), features(encoder, x_val, pool)
-        mean, std = f_train.mean(0), f_train.std(0).clamp(min=1e-6)  # standardised with training statistics
-        for wd in PROBE_WEIGHT_DECAYS:
-            head = fit_logistic((f_train - mean) / std, y_train, wd)
-            with torch.no_grad():
-                acc = (head((f_val - mean) / std).argmax(1) == y_val).float().mean().item()
+        for wd, acc, head, mean, std in probe_each_l2(f_train, y_train, f_val, y_val):
             grid[f"{pool}/{wd:g}"] = round(acc, 4)
             if best is None or acc > best[0]:  # the first of equal scores is kept
                 best = (acc, pool, wd, head, mean, std)

@@ -136,7 +136,7 @@ MODELS: dict[str, ModelEntry] = {
     "cait_digits_patch2_8": _digits(Cait, patch_size=2, **_SMALL, mlp_ratio_token_only=2.0, init_values=0.1),
     "convit_digits_patch2_8": _digits(ConVit, patch_size=2, **_SMALL, local_up_to_layer=2),
     # Cluttered digits (vitedu.cluttered, PRESETS["cluttered_digits"]): one 8x8 digit on a 32x32 canvas of clutter.
-    # 4x4 patches -> an 8x8 grid of 64 tokens + [CLS]; the digit covers 4-9 of them. Trained weights ship with
+    # 4x4 patches -> an 8x8 grid of 64 tokens + [CLS]; the digit touches 2-9 of them. Trained weights ship with
     # vitedu (made by `make weights`; the file's metadata holds the training config and the test accuracy).
     "vit_cluttered_digits": _cluttered(VisionTransformer, weights="vit_cluttered_digits.safetensors", **_SMALL),
     # Chapter 10's masked autoencoder (vitedu.mae, pre-trained by tools/pretrain_mae.py on unlabelled canvases, the
