@@ -40,7 +40,9 @@ def test_a_bad_job_says_what_a_job_looks_like(tmp_path, spec):
 
 @pytest.mark.slow  # starts a real job (its teacher) and stops it at the deadline
 def test_a_job_past_the_deadline_is_stopped_and_what_it_wrote_is_packed(tmp_path):
-    run = subprocess.run([sys.executable, str(TOOL), "--jobs", "base:0", "--deadline", "5", "--poll", "1",
+    # 15 s: time for the job to import torch and open its log on a loaded 2-core CI machine (at 5 s it once had
+    # not yet written base_seed0.log), far from the minutes its 30-epoch teacher takes
+    run = subprocess.run([sys.executable, str(TOOL), "--jobs", "base:0", "--deadline", "15", "--poll", "1",
                           "--device", "cpu", "--save-dir", str(tmp_path / "runs"), "--pack-dir", str(tmp_path / "out")],
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
