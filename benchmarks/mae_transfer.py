@@ -40,6 +40,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from einops import rearrange
 from safetensors import safe_open
 from safetensors.torch import load_file
 from torch import Tensor, nn
@@ -125,10 +126,13 @@ def pooled(encoder: nn.Module, images: Tensor, boxes: Tensor) -> dict[str, Tenso
 
 @torch.no_grad()
 def pooled_by_block(encoder: nn.Module, images: Tensor) -> dict[str, Tensor]:
-    """Other fixed read-outs of the frozen tokens, for the probe: {"mean", "max", "block means"} -> (N, features).
+    """Other fixed read-outs of the frozen tokens, for the probe: {"mean", "max", "block means", "quadrant means",
+    "all tokens"} -> (N, features).
 
     "mean" and "max" pool the last block's patch tokens (after the final norm, as ``linear_probe``'s "mean");
-    "block means" concatenates the mean patch token after every block."""
+    "block means" concatenates the mean patch token after every block; "quadrant means" the mean of each quarter
+    of the patch grid (where on the canvas, coarsely: 4 x dim numbers); "all tokens" every patch token, in grid
+    order (patches x dim numbers: nothing pooled away, the digit's place included)."""
     encoder.eval()
     after = []
     hooks = [block.register_forward_hook(lambda _, __, out: after.append(out[0][:, 1:])) for block in encoder.blocks]
@@ -138,7 +142,10 @@ def pooled_by_block(encoder: nn.Module, images: Tensor) -> dict[str, Tensor]:
         for hook in hooks:
             hook.remove()
     after[-1] = last
-    return {"mean": last.mean(1), "max": last.amax(1), "block means": torch.cat([t.mean(1) for t in after], 1)}
+    side = encoder.patch_embed.grid_size[0]  # 8 patches a side
+    quadrants = rearrange(last, "n (qy y qx x) d -> n (qy qx d) (y x)", qy=2, qx=2, y=side // 2).mean(-1)
+    return {"mean": last.mean(1), "max": last.amax(1), "block means": torch.cat([t.mean(1) for t in after], 1),
+            "quadrant means": quadrants, "all tokens": last.flatten(1)}
 
 
 def probe_val(f_train: Tensor, y_train: Tensor, f_val: Tensor, y_val: Tensor) -> float:
@@ -276,7 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     f.add_argument("--device", default="cpu")
     f.add_argument("--out", help="append the JSON lines here too")
     w = sub.add_parser("where", help="probes on the tokens under the digit's box, elsewhere, and all")
-    o = sub.add_parser("lenses", help="probes on other read-outs: the max over the tokens, every block's mean")
+    o = sub.add_parser("lenses", help="probes on other read-outs: max, every block's mean, quadrants, all tokens")
     q = sub.add_parser("probe", help="the linear probe on canvases made from a fraction of the labelled digits")
     q.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.1, 1.0])
     q.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

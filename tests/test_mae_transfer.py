@@ -147,7 +147,8 @@ def test_benchmarks_readme_reports_the_stored_mae_runs():
         assert f"{ratio}: {' / '.join(f'{100 * grid[ratio, lr]:.2f}' for lr in (3e-4, 1e-3, 4e-3))} %" in readme
     for r in (r for r in rows if r["command"] == "lenses"):
         name = {"mae": "MAE, masking 0.75", "random": "random start"}[r["arm"]]
-        cells = " | ".join(f"{100 * r[f'val_acc {k}']:.2f} %" for k in ("mean", "max", "block means"))
+        cells = " | ".join(f"{100 * r[f'val_acc {k}']:.2f} %" for k in (
+            "mean", "max", "block means", "quadrant means", "all tokens"))
         assert f"| {name} | {cells} |" in readme
     probes = [r for r in rows if r["command"] == "probe"]
     for fraction, name in ((0.01, "1 %"), (0.1, "10 %"), (1.0, "100 %")):
@@ -180,6 +181,11 @@ def test_other_read_outs_pool_the_frozen_tokens_and_leave_no_hook(transfer, enco
     dim, depth = model_kwargs["embed_dim"], model_kwargs["depth"]
     assert outs["block means"].shape == (5, depth * dim)
     assert torch.equal(outs["block means"][:, -dim:], outs["mean"])  # the last block's, after the final norm
+    grid = tokens.reshape(5, 8, 8, dim)  # (batch, rows, columns, dim)
+    quarters = [grid[:, :4, :4], grid[:, :4, 4:], grid[:, 4:, :4], grid[:, 4:, 4:]]  # top left first, row by row
+    assert torch.allclose(outs["quadrant means"], torch.cat([q.mean((1, 2)) for q in quarters], 1), atol=1e-6)
+    assert torch.equal(outs["all tokens"], tokens.flatten(1))
+    assert torch.equal(outs["all tokens"][:, 9 * dim:10 * dim], grid[:, 1, 1])  # patch 9: row 1, column 1
     assert all(not block._forward_hooks for block in encoder.blocks)
 
 
