@@ -15,8 +15,8 @@ is dropped unread (a choice is made here; test is read once, for the chosen reci
 ``summary``: what chapter 10 reads, from ``results/mae_transfer.jsonl``, ``results/mae_sweep.jsonl`` and the shipped
 encoder's metadata, into ``vitedu/assets/mae_results.json`` (shipped with the package, so the chapter runs on Colab).
 For every fraction of the labels and each arm: the learning rate chosen on val with seed 0 and the val accuracy of
-every seed at that rate, and the linear probe's val accuracy per seed; the masking-ratio sweep; the "where" probes;
-the shipped encoder's linear probe on test.
+every seed at that rate, and the linear probe's val accuracy per seed; the masking-ratio sweep; the two decoders;
+the "where" probes; the shipped encoder's linear probe on test.
 
 ``probe``: ``pretrain_mae.linear_probe`` (pooling and L2 chosen on val, val only) on 1,000 labelled canvases made
 from a stratified ``--fractions`` of the training digits (the subset drawn with the seed, as ``finetune`` draws it),
@@ -217,6 +217,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 SUMMARY = Path(__file__).resolve().parent.parent / "vitedu" / "assets" / "mae_results.json"
 SHIPPED_ENCODER = "lr1.5e-3_seed0.safetensors"  # the run shipped as vit_cluttered_digits_mae: masking 0.75
 SWEEP = {"mask25": 0.25, "mask50": 0.5, "lr1.5e-3": 0.75, "mask90": 0.9}  # mae_sweep variant -> masking ratio
+# The shipped decoder (1 block of width 48) against the paper's lever for the linear probe, a deeper one (4 of 64)
+DECODERS = ("lr1.5e-3", "dec4")
 
 
 def summarise(transfer_rows: list[dict], sweep_rows: list[dict], shipped: dict[str, str]) -> dict:
@@ -246,7 +248,15 @@ def summarise(transfer_rows: list[dict], sweep_rows: list[dict], shipped: dict[s
             sweep.append({"variant": v, "mask_ratio": ratio, "probe_val_acc": final[v]["val_acc"],
                           "val_recon_loss": final[v]["val_recon_loss"], "minutes": round(final[v]["seconds"] / 60),
                           "finetune_10pct_val_acc": tuned_acc, "finetune_10pct_lr": tuned_lr})
-    start = next(r["val_acc"] for r in sweep_rows if r["variant"] == "lr1.5e-3" and r["epochs_done"] == 0)
+    def start_of(variant: str) -> float:  # the probe of the variant's random start (the decoder's size moves it)
+        return next(r["val_acc"] for r in sweep_rows if r["variant"] == variant and r["epochs_done"] == 0)
+
+    decoders = []
+    for v in (v for v in DECODERS if v in final):
+        tuned_acc, tuned_lr = tenth.get(v, (None, None))
+        decoders.append({"variant": v, **final[v]["config"]["decoder"], "probe_val_acc": final[v]["val_acc"],
+                         "random_start_probe_val_acc": start_of(v), "finetune_10pct_val_acc": tuned_acc,
+                         "finetune_10pct_lr": tuned_lr, "minutes": round(final[v]["seconds"] / 60)})
     where_rows = [{k: v for k, v in r.items() if k not in ("command", "n_labelled")} for r in transfer_rows
                   if r["command"] == "where"]
     probes: dict = {}
@@ -256,7 +266,8 @@ def summarise(transfer_rows: list[dict], sweep_rows: list[dict], shipped: dict[s
         arm["seeds"].append(r["seed"])
         arm["val_acc"].append(r["val_acc"])
     return {"finetune": finetune, "finetune_epochs": runs[0]["epochs"], "sweep": sweep,
-            "sweep_random_start_probe_val_acc": start, "where": where_rows, "probe_fractions": probes,
+            "sweep_random_start_probe_val_acc": start_of("lr1.5e-3"), "decoders": decoders, "where": where_rows,
+            "probe_fractions": probes,
             "probe_test": {"n_labelled": int(shipped["probe_n_labelled"]), **json.loads(shipped["probe_test_acc"])}}
 
 
