@@ -51,8 +51,7 @@ import pretrain_mae as mae  # noqa: E402  (tools/ is scripts, not a package)
 from vitedu import create_model  # noqa: E402
 from vitedu import train as T  # noqa: E402
 from vitedu.checkpoints import atomic_write  # noqa: E402
-from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits, make_cluttered  # noqa: E402
-from vitedu.digits import DIGITS_MAX, load_digits, stratified_subset  # noqa: E402
+from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits  # noqa: E402
 from vitedu.interpret import box_coverage  # noqa: E402
 from vitedu.models import shipped_metadata  # noqa: E402
 
@@ -160,12 +159,8 @@ def canvases(split: str, **kw) -> tuple[Tensor, Tensor, Tensor]:
 
 def labelled_canvases(fraction: float, n: int, seed: int) -> tuple[Tensor, Tensor]:
     """n normalised training canvases made from a stratified ``fraction`` of the training digits, the subset drawn
-    with ``seed`` as fine-tuning draws it. -> images (n, 1, 32, 32), labels (n,). At fraction 1 these are
-    ``load_cluttered_digits("train", n, seed)``'s canvases (the same generator seed)."""
-    digits, labels = stratified_subset(load_digits()["train"], fraction, seed)
-    generator = torch.Generator().manual_seed(seed * 7_919)  # load_cluttered_digits' seed for the train split
-    images, labels, _ = make_cluttered(digits.float() / DIGITS_MAX, labels, n, generator)
-    return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels
+    with ``seed`` as fine-tuning draws it. -> images (n, 1, 32, 32), labels (n,)."""
+    return canvases("train", num_images=n, seed=seed, fraction=fraction)[:2]
 
 
 def probe_fractions(args: argparse.Namespace) -> None:

@@ -7,6 +7,7 @@ import torch
 
 from vitedu import cluttered as C
 from vitedu import data as D
+from vitedu.digits import DIGITS_MAX, load_digits, stratified_subset
 
 
 def test_shapes_dtypes_and_range():
@@ -99,6 +100,25 @@ def test_clutter_comes_from_the_same_split():
 def test_bad_arguments_raise_helpful_errors(kwargs):
     with pytest.raises(ValueError, match="got|canvas"):
         C.load_cluttered_digits("val", num_images=4, **kwargs)
+
+
+@pytest.mark.parametrize("fraction", [0.0, -0.5, 1.5])
+def test_a_fraction_outside_0_to_1_names_the_split_and_the_value(fraction):
+    with pytest.raises(ValueError, match=rf"share of the val digits.*\(0, 1\]; got {fraction}"):
+        C.load_cluttered_digits("val", num_images=4, fraction=fraction)
+
+
+def test_a_fraction_of_the_digits_is_the_stratified_subset_training_draws(monkeypatch):
+    full = C.load_cluttered_digits("train", num_images=30, seed=2)
+    assert all(torch.equal(a, b) for a, b in zip(full, C.load_cluttered_digits("train", 30, 2, fraction=1.0)))
+    seen = []
+    real = C.make_cluttered
+    monkeypatch.setattr(C, "make_cluttered", lambda digits, labels, *a, **k: seen.append((digits, labels))
+                        or real(digits, labels, *a, **k))
+    images, labels, _ = C.load_cluttered_digits("train", num_images=30, seed=2, fraction=0.1)
+    digits, digit_labels = stratified_subset(load_digits()["train"], 0.1, 2)  # TrainConfig.train_fraction's draw
+    assert torch.equal(seen[0][0], digits.float() / DIGITS_MAX) and torch.equal(seen[0][1], digit_labels)
+    assert len(digits) == 126 and set(labels.tolist()) <= set(digit_labels.tolist()) and len(images) == 30
 
 
 def test_bad_split_raises():

@@ -225,13 +225,13 @@ def test_probe_canvases_come_from_the_fraction_of_the_digits_that_fine_tuning_us
     assert torch.equal(labels, ref_labels) and torch.allclose(images, (ref_images - C.CLUTTERED_MEAN[0])
                                                                / C.CLUTTERED_STD[0])
     seen = []
-    real = transfer.make_cluttered
+    real = C.make_cluttered
 
     def spy(digits, *args, **kwargs):
         seen.append(digits)
         return real(digits, *args, **kwargs)
 
-    monkeypatch.setattr(transfer, "make_cluttered", spy)
+    monkeypatch.setattr(C, "make_cluttered", spy)
     transfer.labelled_canvases(0.1, 30, seed=2)
     subset, _ = vitedu.digits.stratified_subset(vitedu.digits.load_digits()["train"], 0.1, 2)  # as fit() draws it
     assert torch.equal(seen[0], subset.float() / vitedu.digits.DIGITS_MAX)

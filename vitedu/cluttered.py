@@ -173,6 +173,7 @@ def load_cluttered_digits(
     fragment_size: int = FRAGMENT_SIZE,
     position_step: int = POSITION_STEP,
     position_offset: tuple[int, int] = (0, 0),
+    fraction: float = 1.0,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """A fixed set of cluttered canvases for one split, made only from that split's digits.
 
@@ -180,12 +181,17 @@ def load_cluttered_digits(
     (top, left, height, width) of the digit's ink in pixels. N defaults to ``CLUTTERED_SIZES[split]``
     (10,000 / 2,000 / 2,000). The same arguments always give the same canvases; ``seed`` draws another
     set from the same digits (the digit split itself is the fixed one of :func:`vitedu.digits.load_digits`).
+    ``fraction`` < 1 makes the canvases from a stratified share of the split's digits only, drawn with ``seed``
+    as ``TrainConfig.train_fraction`` draws it (fewer distinct digits, as many canvases).
     Training in :mod:`vitedu.train` draws *fresh* training canvases every epoch with :func:`make_cluttered`.
     """
     splits = load_digits()
     if split not in splits:
         raise ValueError(f"split must be one of {sorted(splits)}, got {split!r}")
-    digits, labels = splits[split]
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction is the share of the {split} digits to make canvases from, in (0, 1]; got "
+                         f"{fraction!r} (1 uses them all)")
+    digits, labels = stratified_subset(splits[split], fraction, seed)
     generator = torch.Generator().manual_seed(seed * 7_919 + _SPLIT_SEED[split])
     n = CLUTTERED_SIZES[split] if num_images is None else num_images
     return make_cluttered(digits.float() / DIGITS_MAX, labels, n, generator, canvas_size=canvas_size,
