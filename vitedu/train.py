@@ -42,7 +42,7 @@ from .checkpoints import (
     save_weights,
 )
 from .cluttered import POSITION_STEP
-from .cnn import ConvTeacher
+from .cnn import ConvTeacher, load_conv_teacher
 from .data import make_loaders
 from .deit import distillation_loss, distillation_token_loss
 from .loaders import TensorLoader
@@ -69,6 +69,7 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global gradient norm (0 = off)
     augment: str = "digits"  # a key of vitedu.data.AUGMENTATIONS
     teacher_epochs: int = 0  # > 0: first train a small CNN teacher this long, then distil it (DeiT)
+    teacher_path: str = ""  # a trained convnet to distil instead (vitedu.cnn.save_conv_teacher's file)
     distill_alpha: float = 0.5  # weight of the distillation loss
     distill_temperature: float = 0.0  # 0: hard distillation (teacher's argmax); > 0: soft (Hinton), this T
     # A ViT learns labels and teacher through its one head (the Hinton-style baseline); a DeiT model
@@ -407,8 +408,8 @@ def fit(
         attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=False))
     optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
     scaler = loss_scaler(device, precision)
-    teacher = (train_teacher(config, loaders, device, out, progress, log, precision) if config.teacher_epochs
-               else None)
+    teacher = (train_teacher(config, loaders, device, out, progress, log, precision)
+               if config.teacher_epochs or config.teacher_path else None)
     if hasattr(model, "set_distilled_training"):  # DeiT: two outputs in training only when there is a teacher
         model.set_distilled_training(teacher is not None)
     trained = distributed.wrap(model, device)  # DDP averages gradients over processes
@@ -451,7 +452,10 @@ def train_teacher(
     out: str | os.PathLike | None = None, progress: bool = False, log: Callable[[str], None] = print,
     precision: str = "auto",
 ) -> nn.Module:
-    """Train the convnet teacher with the same recipe (or reload it from ``out``); return it in eval mode."""
+    """Train the convnet teacher with the same recipe (or reload it from ``out``); return it in eval mode.
+    With ``config.teacher_path`` the teacher was trained elsewhere (a CNN baseline's run): it is loaded as is."""
+    if config.teacher_path:
+        return load_conv_teacher(config.teacher_path, device)
     images, _ = next(iter(loaders["val"]))
     teacher = ConvTeacher(images.shape[1], int(loaders["val"].labels.max()) + 1).to(device)
     path = Path(out) / TEACHER_FILE if out is not None else None
