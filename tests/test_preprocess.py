@@ -43,11 +43,29 @@ def test_shipped_model_plain_use_gives_its_accuracy_and_raw_canvases_are_refused
             model(images)
         with pytest.raises(ValueError, match="normalised inputs"):
             model.attention_maps(images)  # the guard sits on the patch embedding: every path is covered
-        model.train()
-        model(images)  # training mode never checks (augmented batches may be anything)
+        model.train()  # fine-tuning on raw canvases is the same mistake: training mode checks too
+        with pytest.raises(ValueError, match=r"vitedu\.create_transform\(model\)"):
+            model(images)
         model.eval()
         model.pretrained_cfg["check_inputs"] = False  # non-negative by design: the documented switch
         assert (model(images).argmax(-1) == labels).float().mean().item() < 0.5  # ... and why the guard exists
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("mode", ["as returned", "train"])
+def test_the_plainest_call_on_raw_canvases_is_refused_in_either_mode(mode):
+    """README's model, without .eval() and without create_transform: a refusal that names the fix, never the
+    10 % that raw canvases give silently."""
+    model = vitedu.create_model("vit_cluttered_digits", pretrained=True)
+    assert not model.training  # like from_pretrained: trained weights come ready to use
+    if mode == "train":
+        model.train()
+    images, labels, _ = vitedu.load_cluttered_digits("test", 200)
+    with torch.no_grad(), pytest.raises(ValueError, match=r"vitedu\.create_transform\(model\)"):
+        model(images)
+    with torch.no_grad():
+        accuracy = (model.eval()(vitedu.create_transform(model)(images)).argmax(-1) == labels).float().mean()
+    assert accuracy > 0.9
 
 
 def test_random_weights_carry_the_registry_cfg_and_are_never_checked():
@@ -353,7 +371,8 @@ def test_input_check_is_on_unless_the_cfg_switches_it_off():
         with pytest.raises(ValueError, match="expects normalised inputs"):
             InputCheck(cfg)(module, raw)
     assert InputCheck(_trained_cfg(check_inputs=False))(module, raw) is None
-    assert InputCheck(_trained_cfg())(module.train(), raw) is None  # training batches are not checked
+    with pytest.raises(ValueError, match="expects normalised inputs"):  # training batches are checked too
+        InputCheck(_trained_cfg())(module.train(), raw)
 
 
 def test_input_check_leaves_alone_what_it_cannot_judge(monkeypatch):

@@ -38,8 +38,9 @@ def create_model(name: str, pretrained: bool = False, **overrides: Any) -> nn.Mo
     ``pretrained=True`` loads the trained weights shipped with vitedu for that name (see ``SHIPPED_WEIGHTS``);
     overrides must then leave the architecture unchanged (e.g. ``drop_path_rate`` is fine, ``depth`` is not).
     For checkpoints from the Hugging Face hub or timm files, use ``vitedu.from_pretrained`` instead.
-    The model carries ``model.pretrained_cfg``; with trained weights it refuses un-normalised inputs in eval
-    mode (see ``vitedu.preprocess``).
+    The model carries ``model.pretrained_cfg``. With trained weights it comes in eval mode, as from
+    ``from_pretrained`` (call ``.train()`` to fine-tune it), and refuses un-normalised inputs in either mode
+    (see ``vitedu.preprocess``).
     """
     if pretrained and name not in SHIPPED_WEIGHTS:
         get_entry(name)  # an unknown name is named as such first
@@ -51,7 +52,7 @@ def create_model(name: str, pretrained: bool = False, **overrides: Any) -> nn.Mo
     entry = get_entry(name)
     model = entry.model_class(**{**entry.kwargs, **overrides})
     if pretrained:
-        return load_shipped(model, name)
+        return load_shipped(model, name).eval()
     return attach_pretrained_cfg(model, registry_cfg(name, model, trained=False))
 
 

@@ -14,12 +14,14 @@ every model built by ``vitedu.create_model`` or ``vitedu.from_pretrained``:
 ``input_size``), ``num_classes``, ``label_names`` and ``source`` (where the values come from). A value that no
 source states is ``None``, never guessed: the transform then refuses with a ``ValueError`` saying what to pass.
 
-The guard: a model with trained weights and a known normalisation checks, in eval mode, that its input is not a
+The guard: a model with trained weights and a known normalisation checks that its input is not a
 batch of raw [0, 1] images: normalised with a positive mean, an image's dark background is negative, so a batch
 whose every pixel is >= 0 has not been normalised. The check is one ``amin`` over the input, on the patch
 embedding (so ``model(x)``, ``forward_features`` and ``attention_maps`` are all covered); it adds no parameter or
-buffer (the state_dict stays timm's), is skipped in training mode and under ``torch.compile``, and
-``model.pretrained_cfg["check_inputs"] = False`` switches it off for inputs that are non-negative by design.
+buffer (the state_dict stays timm's), runs in training mode too (fine-tuning trained weights on raw images
+is the same mistake), is skipped under ``torch.compile``, and ``model.pretrained_cfg["check_inputs"] = False``
+switches it off for inputs that are non-negative by design. ``vitedu.train.fit`` marks the models it builds as
+untrained until their run ends, so a training run from scratch is never checked.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ class InputCheck:
 
     def __call__(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         cfg = self.cfg
-        if module.training or not cfg.get("check_inputs", True) or not expects_negative_background(cfg):
+        if not cfg.get("check_inputs", True) or not expects_negative_background(cfg):
             return
         if torch.compiler.is_compiling() or torch.jit.is_tracing() or not args:
             return
