@@ -68,11 +68,24 @@ SUBMISSIONS = {
                    {"test_patch_embedding"}),
     "a2_norm1_twice": ("a2_patches_to_vit", [("encoder_block", "x = x + self.mlp(self.norm2(x))",
                                               "x = x + self.mlp(self.norm1(x))")], {"test_encoder_block"}),
-    # Part 5 is graded in three cells (forward 3, shape 1, [CLS] token 2 points). The [CLS] cell checks
-    # head(norm(cls_token + pos_embed[:, 0])), so leaving out the positions loses it as well as the forward one.
+    # Part 5 is graded in three cells (forward 3, shape 1, [CLS] path 2 points). The [CLS] cell checks
+    # head(norm(blocks(cls_token + pos_embed[:, 0]))) at depth >= 1, so a mistake on that path loses it as well
+    # as the forward one (1 of 6 points left); a forward that never runs the blocks, or normalises before
+    # them, is no exception (with the [CLS] cell at depth 0 they once kept 3 of 6 points).
     "a2_no_positions": ("a2_patches_to_vit", [("vit_forward", "x = torch.cat([cls, x], dim=1) + self.pos_embed",
                                                "x = torch.cat([cls, x], dim=1)")],
                         {"test_vit_forward", "test_vit_cls_token"}),
+    "a2_no_blocks": ("a2_patches_to_vit", [("vit_forward", "for block in self.blocks:\n            x, _ = block(x)\n",
+                                            "")], {"test_vit_forward", "test_vit_cls_token"}),
+    "a2_norm_before_blocks": ("a2_patches_to_vit", [("vit_forward", "x = torch.cat([cls, x], dim=1) + self.pos_embed",
+                                                     "x = self.norm(torch.cat([cls, x], dim=1) + self.pos_embed)"),
+                                                    ("vit_forward", "        x = self.norm(x)\n", "")],
+                              {"test_vit_forward", "test_vit_cls_token"}),
+    # Positions added before [CLS] is prepended: N tokens against N + 1 rows, a RuntimeError in every cell.
+    "a2_positions_before_cls": ("a2_patches_to_vit", [("vit_forward",
+                                                       "x = torch.cat([cls, x], dim=1) + self.pos_embed",
+                                                       "x = torch.cat([cls, x + self.pos_embed], dim=1)")],
+                                {"test_vit_forward", "test_vit_shape", "test_vit_cls_token"}),
     # Classifying every token instead of [CLS]: logits of the wrong shape, so all three cells of part 5.
     "a2_every_token": ("a2_patches_to_vit", [("vit_forward", "return self.head(x[:, 0])  # classify from [CLS]",
                                               "return self.head(x)")],

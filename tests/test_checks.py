@@ -422,12 +422,21 @@ def make_vit(mistake=None):
         def forward(self, images):
             x = self.patch_embed(images)
             cls = self.cls_token.expand(x.shape[0], -1, -1)
-            x = torch.cat([x, cls] if mistake == "cls_last" else [cls, x], dim=1)
-            if mistake != "no_pos":
+            if mistake == "pos_before_cls":  # N patches + N + 1 positions: a RuntimeError
                 x = x + self.pos_embed
-            for block in self.blocks:
+            if mistake == "pos_shifted":  # rows 0...N-1 for the patches, none for [CLS]
+                x = x + self.pos_embed[:, :-1]
+            if mistake == "no_cls":
+                x = x + self.pos_embed[:, 1:]
+            else:
+                x = torch.cat([x, cls] if mistake == "cls_last" else [cls, x], dim=1)
+            if mistake not in ("no_pos", "pos_shifted", "no_cls"):
+                x = x + self.pos_embed
+            if mistake == "norm_before_blocks":
+                x = self.norm(x)
+            for block in [] if mistake == "no_blocks" else self.blocks:
                 x, _ = block(x)
-            if mistake != "no_norm":
+            if mistake not in ("no_norm", "norm_before_blocks"):
                 x = self.norm(x)
             return self.head(x.mean(dim=1) if mistake == "mean_pool" else x[:, 0])
 
@@ -517,6 +526,11 @@ def test_encoder_block_mistakes_are_diagnosed(mistake, hint):
         ("no_pos", r"position embeddings are not added"),
         ("mean_pool", r"averaged all tokens"),
         ("no_norm", r"final LayerNorm is missing"),
+        ("no_blocks", r"encoder blocks never run.*for block in self.blocks"),
+        ("norm_before_blocks", r"applied the final LayerNorm before the blocks.*after the loop"),
+        ("pos_before_cls", r"(?s)differ by one \(9 against 10\).*N = 9 patches.*N \+ 1 = 10 rows.*Prepend"),
+        ("pos_shifted", r"positions are off by one: you added rows 0\.\.\.N-1"),
+        ("no_cls", r"there is no \[CLS\] token: you classify the first patch"),
     ],
 )
 def test_vit_forward_mistakes_are_diagnosed(mistake, hint):

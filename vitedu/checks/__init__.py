@@ -41,8 +41,10 @@ The mistakes diagnosed by name (each has a test in tests/test_checks.py that pla
 - check_encoder_block: post-norm; a missing residual connection (either or both); the normalised tokens
   on the skip path; norm1 used twice; parallel sub-layers; no LayerNorms; a LayerNorm applied to a
   branch's output (x + norm2(mlp(x))) instead of its input, for either branch or both.
-- check_vit_forward: [CLS] at the wrong end; positions not added, or not for [CLS]; mean pooling;
-  final LayerNorm missing; logits for every token (shape).
+- check_vit_forward: the blocks never run; the final LayerNorm before the blocks, or missing; [CLS] at
+  the wrong end, or missing (the first patch classified); positions not added, not for [CLS], or off by
+  one (rows 0...N-1 on the patches); positions added before [CLS] is prepended (N tokens against N + 1
+  rows, a RuntimeError); mean pooling; logits for every token or patch (shape).
 - check_train_epoch: ``model.train()`` missing; ``optimizer.step()`` missing; ``zero_grad()`` missing
   (gradients accumulate); ``zero_grad()`` between ``backward()`` and ``step()`` (the step finds no
   gradients); a tensor returned instead of a float; the mean of batch losses instead of the mean per image.
@@ -92,4 +94,3 @@ __all__ = [
     "check_vit_forward",
 ]
 
-# Results count as equal within this fraction of the reference's largest value. Loose enough for

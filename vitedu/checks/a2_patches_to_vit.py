@@ -4,6 +4,7 @@ See ``vitedu.checks`` for what each check diagnoses by name."""
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import torch
@@ -246,29 +247,52 @@ def check_vit_forward(cls: Callable[..., nn.Module], device=None) -> None:
     ref = ref.to(device)
     images = randn(gen, 2, 3, 12, 12, device=device)
 
-    def forward(cls_at_end: bool = False, pos: str = "all", pool: str = "first", norm: bool = True) -> Tensor:
+    def forward(cls_at_end: bool = False, pos: str = "all", pool: str = "first", norm: str = "after",
+                blocks: bool = True, cls: bool = True) -> Tensor:
         x = ref.patch_embed(images)  # (batch, patches, dim)
         cls_token = ref.cls_token.expand(x.shape[0], -1, -1)
-        if pos == "patches-only":
-            x = x + ref.pos_embed[:, 1:]
-        x = torch.cat([x, cls_token] if cls_at_end else [cls_token, x], dim=1)
+        if pos in ("patches-only", "shifted"):  # positions added to the patches before [CLS] is prepended
+            x = x + (ref.pos_embed[:, 1:] if pos == "patches-only" else ref.pos_embed[:, :-1])
+        if cls:
+            x = torch.cat([x, cls_token] if cls_at_end else [cls_token, x], dim=1)
         if pos == "all":
             x = x + ref.pos_embed
-        for block in ref.blocks:
+        x = ref.norm(x) if norm == "before" else x
+        for block in ref.blocks if blocks else []:
             x = block(x)[0]
-        x = ref.norm(x) if norm else x
+        x = ref.norm(x) if norm == "after" else x
         pooled = {"first": x[:, 0], "last": x[:, -1], "mean": x.mean(dim=1)}[pool]
         return ref.head(pooled)
 
+    n = ref.patch_embed.num_patches
     with torch.no_grad():
-        got = tensor_out(run_student(model, images, what=what), what)
+        try:
+            got = tensor_out(run_student(model, images, what=what), what)
+        except CheckFailed as err:
+            sizes = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", str(err))
+            if sizes and sorted(map(int, sizes.groups())) == [n, n + 1]:
+                raise CheckFailed(
+                    f"{what}: the tokens and the position embeddings differ by one ({sizes[1]} against "
+                    f"{sizes[2]}): the image has N = {n} patches and self.pos_embed has N + 1 = {n + 1} rows, row "
+                    "0 for [CLS] and rows 1...N for the patches. Prepend [CLS] first, then add all of "
+                    "self.pos_embed: x = torch.cat([cls, x], dim=1) + self.pos_embed.\n"
+                    f"(The error: {err.__cause__})") from None
+            raise
         check_shape(got, (2, config["num_classes"]), ("batch", "num_classes"), what, hints={
-            (2, 10, config["num_classes"]): "You return logits for every token: classify the [CLS] token, x[:, 0].",
-            (2, 9, config["num_classes"]): "You return logits for every patch: prepend [CLS] and classify x[:, 0]."})
+            (2, n + 1, config["num_classes"]): "You return logits for every token: classify the [CLS] token, "
+            "x[:, 0].",
+            (2, n, config["num_classes"]): "You return logits for every patch: prepend [CLS] and classify x[:, 0]."})
         cls_end = ("the [CLS] token is at the wrong end: you appended it after the patches. Prepend it, "
                    "torch.cat([cls, x], dim=1), so that it is token 0, the one the head reads (x[:, 0]) and the "
                    "one pos_embed[:, 0] belongs to.")
         variants = [
+            ("the encoder blocks never run: the tokens go from the embedding straight to the final norm and "
+             "the head, so no token ever attends to another and [CLS] knows nothing of the image. Run every "
+             "block in order, `for block in self.blocks: x, _ = block(x)`, before the final norm.",
+             lambda: forward(blocks=False)),
+            ("you applied the final LayerNorm before the blocks. It is the *final* norm: it normalises the "
+             "output of the last block, so apply self.norm after the loop over self.blocks, then the head.",
+             lambda: forward(norm="before")),
             (cls_end, lambda: forward(cls_at_end=True, pool="last")),
             (cls_end, lambda: forward(cls_at_end=True, pool="first")),
             ("the position embeddings are not added: without them the model cannot tell where a patch came from. "
@@ -276,10 +300,17 @@ def check_vit_forward(cls: Callable[..., nn.Module], device=None) -> None:
              lambda: forward(pos="none")),
             ("the [CLS] token gets no position: prepend [CLS] first, then add all N + 1 rows of self.pos_embed.",
              lambda: forward(pos="patches-only")),
+            ("the positions are off by one: you added rows 0...N-1 of self.pos_embed to the N patches, so patch i "
+             "got the row of the token before it (row 0 is [CLS]'s) and [CLS] got none. Prepend [CLS] first, "
+             "then add all N + 1 rows: x = torch.cat([cls, x], dim=1) + self.pos_embed.",
+             lambda: forward(pos="shifted")),
+            ("there is no [CLS] token: you classify the first patch. Prepend self.cls_token (expanded to the "
+             "batch) as token 0, add all N + 1 rows of self.pos_embed, and classify x[:, 0].",
+             lambda: forward(pos="patches-only", cls=False)),
             ("you averaged all tokens; this ViT classifies from the [CLS] token alone: self.head(x[:, 0]).",
              lambda: forward(pool="mean")),
             ("the final LayerNorm is missing: apply self.norm to the tokens after the last block.",
-             lambda: forward(norm=False)),
+             lambda: forward(norm="none")),
         ]
         diagnose(got, ref(images), variants, what)
     passed("check_vit_forward", "logits match vitedu.VisionTransformer ([CLS] first, positions added, final norm)")

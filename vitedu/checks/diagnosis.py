@@ -18,6 +18,9 @@ from torch import Tensor, nn
 
 from ..utils import get_device
 
+# Results count as equal within this fraction of the reference's largest value (close()). Loose enough for
+# float32 results computed in another order, or on a GPU whose convolutions may use TF32 (about 1e-3
+# relative); tight enough to tell every mistake the checks name from the right result (tests/test_checks.py).
 TOLERANCE = 2e-3
 # Messages are printed into notebooks, whose rendered code blocks show 76 characters before they scroll.
 PAGE_WIDTH = 76
