@@ -336,3 +336,61 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, m
     assert base["model_kwargs"] == preset.model_kwargs  # the shipped file was trained with the preset's model
     assert base["seed"] == T.PRESETS["cluttered_digits"].seed == 7
     assert len(base["distance_per_block"]) == 4 and 0.9 < base["val10k_acc"] < 1
+
+
+def test_rescale_digits_is_bilinear_and_keeps_the_range():
+    digits = torch.zeros(2, 1, 8, 8)
+    digits[0, 0, :, :4] = 1.0  # left half inked
+    digits[1] = torch.rand(1, 8, 8)
+    assert torch.equal(C.rescale_digits(digits, 8), digits)  # the task's own size: unchanged
+    big = C.rescale_digits(digits, 16)
+    reference = torch.nn.functional.interpolate(digits, size=(16, 16), mode="bilinear", align_corners=False)
+    assert big.shape == (2, 1, 16, 16) and torch.allclose(big, reference.clamp(0, 1))
+    assert big[0, 0, :, :7].eq(1).all() and big[0, 0, :, 9:].eq(0).all()  # the edge moves with the scale
+    assert C.rescale_digits(digits, 6).shape == (2, 1, 6, 6)
+    with pytest.raises(ValueError, match="square digits"):
+        C.rescale_digits(torch.zeros(2, 1, 8, 6), 10)
+    with pytest.raises(ValueError, match="at least 1"):
+        C.rescale_digits(digits, 0)
+
+
+@pytest.mark.parametrize("size", [6, 10, 12])
+def test_digit_size_rescales_the_whole_digit_and_keeps_the_usual_clutter(size):
+    images, labels, boxes = C.load_cluttered_digits("val", 300, seed=3, digit_size=size)
+    plain_images, plain_labels, plain_boxes = C.load_cluttered_digits("val", 300, seed=3)
+    assert torch.equal(labels, plain_labels)  # the same random draws: same digits, same places
+    assert not torch.equal(images, plain_images)
+    assert (boxes[:, 2:] <= size).all() and boxes[:, 2:].max() > (8 if size > 8 else size - 1)
+    if size > 8:
+        assert (boxes[:, 2:] > 8).any()  # some digits really are larger than the task's 8x8
+    assert (boxes[:, :2] + boxes[:, 2:] <= 32).all()
+    # The clutter is the usual one: 4x4 pieces of the 8x8 digits, whose pixels take the 17 values k / 16.
+    outside = images.clone()
+    for k, (top, left, height, width) in enumerate(boxes.tolist()):
+        outside[k, :, top : top + height, left : left + width] = 0
+    values = outside.unique()
+    assert torch.allclose(values * DIGITS_MAX, (values * DIGITS_MAX).round(), atol=1e-5)
+
+
+def test_clutter_comes_from_the_clutter_pool():
+    """A pool of 12x12 digits of value 0.25 among clutter cut from a pool of 8x8 digits of value 1."""
+    digits, labels = torch.full((4, 1, 12, 12), 0.25), torch.arange(4)
+    images, _, boxes = C.make_cluttered(digits, labels, 50, torch.Generator().manual_seed(0),
+                                        clutter_pool=torch.ones(4, 1, 8, 8))
+    for image, (top, left, height, width) in zip(images[:, 0], boxes.tolist()):
+        assert (height, width) == (12, 12) and (image[top : top + 12, left : left + 12] == 0.25).all()
+        image[top : top + 12, left : left + 12] = 0
+        assert set(image.unique().tolist()) == {0.0, 1.0}
+
+
+def test_digit_size_refuses_a_digit_with_no_room_for_clutter():
+    with pytest.raises(ValueError, match="digit_size=17 leaves no room"):
+        C.load_cluttered_digits("val", 10, digit_size=17)
+    assert torch.equal(C.load_cluttered_digits("val", 40, seed=1, digit_size=8)[0],
+                       C.load_cluttered_digits("val", 40, seed=1)[0])
+
+
+def test_clutter_pool_must_be_the_same_digits():
+    digits, labels = torch.rand(5, 1, 8, 8), torch.arange(5)
+    with pytest.raises(ValueError, match="clutter_pool must hold the same 5 digits"):
+        C.make_cluttered(digits, labels, 3, torch.Generator().manual_seed(0), clutter_pool=torch.rand(4, 1, 8, 8))

@@ -34,6 +34,8 @@ from typing import Any, Optional
 import torch
 from torch import Tensor
 
+import torch.nn.functional as F
+
 from .augment import AUGMENTATIONS, Augment
 from .digits import DIGITS_MAX, load_digits, stratified_subset
 from .loaders import TensorLoader
@@ -74,6 +76,22 @@ def ink_boxes(digits: Tensor) -> Tensor:
     return torch.stack([top, left, bottom - top, right - left], dim=1).long()
 
 
+def rescale_digits(digits: Tensor, size: int) -> Tensor:
+    """Resize square digits to ``size`` x ``size`` pixels by bilinear interpolation (a nuisance test).
+
+    (M, 1, h, w) in [0, 1] -> (M, 1, size, size) float32 in [0, 1]. The task draws every digit at one size
+    (8x8); a model tested only there may have learned that size. Chapter 8 reads the shipped model on
+    digits rescaled to 6, 10 and 12 pixels with :func:`load_cluttered_digits` (``digit_size``), the
+    clutter unchanged. Plain bilinear (``align_corners=False``, no antialiasing), clamped to [0, 1].
+    """
+    if digits.dim() != 4 or digits.shape[-1] != digits.shape[-2]:
+        raise ValueError(f"expected square digits (M, 1, h, h), got {tuple(digits.shape)}")
+    if size < 1:
+        raise ValueError(f"size is the new side of each digit in pixels, at least 1; got {size}")
+    resized = F.interpolate(digits.float(), size=(size, size), mode="bilinear", align_corners=False)
+    return resized.clamp(0.0, 1.0)
+
+
 def _paste_indices(top: Tensor, left: Tensor, size: int, canvas_size: int) -> Tensor:
     """Flat canvas indices of a size x size square at (top, left). (N, k) -> (N, k * size * size)"""
     r = torch.arange(size)
@@ -92,6 +110,7 @@ def make_cluttered(
     fragment_size: int = FRAGMENT_SIZE,
     position_step: int = POSITION_STEP,
     position_offset: tuple[int, int] = (0, 0),
+    clutter_pool: Optional[Tensor] = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Draw ``num_images`` cluttered canvases from a pool of digits (all canvases at once, no Python loop).
 
@@ -105,17 +124,26 @@ def make_cluttered(
     The cell's top-left corner is at ``position_offset + position_step * k`` on each axis (k = 0, 1, ...
     while the cell fits): ``position_step=4`` with offset (0, 0) puts the digit on a 4-pixel patch grid,
     offset (1, 2) shifts every such position by one row and two columns (the shift experiment of chapter 8).
+
+    ``clutter_pool`` (M, 1, c, c), the same digits in the same order at another size, is where the
+    fragments are cut from instead of ``digits``: rescaled digits (:func:`rescale_digits`) among the usual
+    clutter of 8x8 digits. ``None`` cuts them from ``digits`` (the same random draws either way).
     """
     if digits.dim() != 4 or digits.shape[1] != 1 or len(digits) != len(labels):
         raise ValueError(f"expected digits (M, 1, h, w) and labels (M,), got {tuple(digits.shape)} and "
                          f"{tuple(labels.shape)}")
     cell = digits.shape[-1]
+    pool = digits if clutter_pool is None else clutter_pool
+    if pool.dim() != 4 or len(pool) != len(digits) or pool.shape[-1] != pool.shape[-2]:
+        raise ValueError(f"clutter_pool must hold the same {len(digits)} digits, square, as (M, 1, c, c); got "
+                         f"{tuple(pool.shape)}")
+    pool_cell = pool.shape[-1]
     if digits.shape[-2] != cell or canvas_size < 2 * cell:
         raise ValueError(f"the canvas ({canvas_size}) must be at least twice the (square) digit ({digits.shape[-2]}x"
                          f"{digits.shape[-1]}) so that there is room for clutter; use canvas_size >= {2 * cell}")
-    if not 1 <= fragment_size <= cell or num_fragments < 0 or num_images < 0 or position_step < 1:
-        raise ValueError(f"need 1 <= fragment_size <= {cell}, num_fragments >= 0, num_images >= 0 and position_step "
-                         f">= 1; got fragment_size={fragment_size}, num_fragments={num_fragments}, "
+    if not 1 <= fragment_size <= pool_cell or num_fragments < 0 or num_images < 0 or position_step < 1:
+        raise ValueError(f"need 1 <= fragment_size <= {pool_cell}, num_fragments >= 0, num_images >= 0 and "
+                         f"position_step >= 1; got fragment_size={fragment_size}, num_fragments={num_fragments}, "
                          f"num_images={num_images}, position_step={position_step}")
     off_r, off_c = position_offset
     if not (0 <= off_r <= canvas_size - cell and 0 <= off_c <= canvas_size - cell):
@@ -135,8 +163,8 @@ def make_cluttered(
     # directly: take 8 candidates per fragment and keep the first k that miss the cell (a fragment that
     # finds no free candidate, which needs 8 misses in a row, is dropped).
     donors = (which[:, None] + torch.randint(1, m, (n, k), generator=g)) % m  # (N, k)
-    cut_r = torch.randint(0, cell - fragment_size + 1, (n, k), generator=g)
-    cut_c = torch.randint(0, cell - fragment_size + 1, (n, k), generator=g)
+    cut_r = torch.randint(0, pool_cell - fragment_size + 1, (n, k), generator=g)
+    cut_c = torch.randint(0, pool_cell - fragment_size + 1, (n, k), generator=g)
     tries = 8 * k
     cand_r = torch.randint(0, s - fragment_size + 1, (n, tries), generator=g)
     cand_c = torch.randint(0, s - fragment_size + 1, (n, tries), generator=g)
@@ -149,10 +177,11 @@ def make_cluttered(
 
     # Gather the pixels: the digit (N, cell*cell) and the fragments (N, k*f*f), then one scatter by max.
     flat = digits.reshape(m, cell * cell).float()
+    pool_flat = pool.reshape(m, pool_cell * pool_cell).float()
     f = torch.arange(fragment_size)
     src_r = cut_r[..., None, None] + f[:, None]  # (N, k, f, 1) rows inside the donor digit
     src_c = cut_c[..., None, None] + f[None, :]  # (N, k, 1, f)
-    pieces = flat[donors[..., None, None], src_r * cell + src_c]  # (N, k, f, f)
+    pieces = pool_flat[donors[..., None, None], src_r * pool_cell + src_c]  # (N, k, f, f)
     pieces = (pieces * free[..., None, None]).flatten(1)  # (N, k*f*f)
     index = torch.cat([_paste_indices(top[:, None], left[:, None], cell, s),
                        _paste_indices(frag_r, frag_c, fragment_size, s)], dim=1)  # (N, cell^2 + k*f*f)
@@ -174,6 +203,7 @@ def load_cluttered_digits(
     position_step: int = POSITION_STEP,
     position_offset: tuple[int, int] = (0, 0),
     fraction: float = 1.0,
+    digit_size: Optional[int] = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """A fixed set of cluttered canvases for one split, made only from that split's digits.
 
@@ -183,6 +213,9 @@ def load_cluttered_digits(
     set from the same digits (the digit split itself is the fixed one of :func:`vitedu.digits.load_digits`).
     ``fraction`` < 1 makes the canvases from a stratified share of the split's digits only, drawn with ``seed``
     as ``TrainConfig.train_fraction`` draws it (fewer distinct digits, as many canvases).
+    ``digit_size`` rescales every whole digit to that many pixels a side (:func:`rescale_digits`, bilinear)
+    while the clutter stays 4x4 pieces of the 8x8 digits: a test of what the task's one digit size taught a
+    model (chapter 8). ``None`` (or 8) is the task as trained; the random draws are the same for every size.
     Training in :mod:`vitedu.train` draws *fresh* training canvases every epoch with :func:`make_cluttered`.
     """
     splits = load_digits()
@@ -194,9 +227,14 @@ def load_cluttered_digits(
     digits, labels = stratified_subset(splits[split], fraction, seed)
     generator = torch.Generator().manual_seed(seed * 7_919 + _SPLIT_SEED[split])
     n = CLUTTERED_SIZES[split] if num_images is None else num_images
-    return make_cluttered(digits.float() / DIGITS_MAX, labels, n, generator, canvas_size=canvas_size,
+    pool = digits.float() / DIGITS_MAX  # (M, 1, 8, 8) in [0, 1]
+    whole = pool if digit_size is None else rescale_digits(pool, digit_size)
+    if 2 * whole.shape[-1] > canvas_size:
+        raise ValueError(f"digit_size={digit_size} leaves no room for clutter on a {canvas_size}x{canvas_size} "
+                         f"canvas; use at most {canvas_size // 2}")
+    return make_cluttered(whole, labels, n, generator, canvas_size=canvas_size,
                           num_fragments=num_fragments, fragment_size=fragment_size, position_step=position_step,
-                          position_offset=position_offset)
+                          position_offset=position_offset, clutter_pool=pool)
 
 
 class ClutteredLoader:
@@ -279,4 +317,4 @@ def cluttered_loaders(config: Any, device: torch.device | str = "cpu") -> dict[s
 
 __all__ = ["CANVAS_SIZE", "CLUTTERED_MEAN", "CLUTTERED_SIZES", "CLUTTERED_STD", "ClutteredLoader", "FRAGMENT_SIZE",
            "GRID_STEP", "NUM_FRAGMENTS", "POSITION_STEP", "cluttered_loaders", "ink_boxes", "load_cluttered_digits",
-           "make_cluttered"]
+           "make_cluttered", "rescale_digits"]
