@@ -1,31 +1,35 @@
-"""The last step of chapter 9's honest study (``honest_study.py analyse``): test read once, the summary written.
+"""The last step of chapter 9's honest study: test read once, the summary written.
+
+    python benchmarks/honest_analysis.py            # when `honest_study.py plan` says nothing is left
 
 Learning rates are chosen per (arm, fraction) on validation (``honest_study.chosen_lrs``) before any test number
 exists; then every final run (``honest_study.final_jobs``: the chosen recipes, three seeds, and the ablations at
-their parent's choice) is loaded from its weights and scored once on the test canvases, the digit anywhere, and
-on the shift experiment (``vitedu.shift.offset_accuracy`` on test canvases: accuracy at each of the 16 sub-patch
-offsets of the digit). ``SUMMARY`` holds the choices, the tuning table (val), and for every arm/ablation and
-fraction the per-seed and mean +- std test accuracy, worst and mean offset accuracy, and the seconds of training
-and of the teacher's training (the wall-clock to report beside accuracy; measured on whatever GPU ran the wave).
+their parent's choice) is loaded from its weights and scored once on the test canvases: with the digit anywhere
+(the task), with the digit on the patch grid (the nuisance the on-grid study fixed), and per sub-patch offset of the
+digit (``vitedu.shift.offset_accuracy``: the shift curve). ``SUMMARY`` holds the choices, the tuning table (val),
+and for every arm/ablation and fraction the per-seed and mean +- std of each number and the seconds of training.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 
 import torch
-from honest_arms import ABLATIONS, ARMS, build, config, parse_job
-from honest_study import RUNS, SUMMARY, WORK, chosen_lrs, final_jobs
+from honest_arms import ABLATIONS, ARMS, FRACTIONS, SEEDS, build, config, parse_job
+from honest_study import RUNS, SUMMARY, WEIGHTS, chosen_lrs, read_runs, role_job
 from safetensors.torch import load_file
 
 from vitedu import cluttered as C
 from vitedu.shift import offset_accuracy
 from vitedu.train import evaluate
 
+METRICS = ("test_acc", "grid_acc", "offset_worst", "offset_mean", "train_seconds")
+
 
 def load(name: str, seed: int, device: str) -> torch.nn.Module | None:
-    path = WORK / "weights" / f"{name}_seed{seed}.safetensors"
+    path = WEIGHTS / f"{name}_seed{seed}.safetensors"
     if not path.exists():
         return None
     arm, fraction, lr = parse_job(name)
@@ -35,14 +39,20 @@ def load(name: str, seed: int, device: str) -> torch.nn.Module | None:
 
 
 @torch.no_grad()
-def score(model: torch.nn.Module, device: str) -> dict:
-    """Test accuracy on the 2,000 test canvases (digit anywhere) and accuracy per sub-patch offset (test split)."""
-    images, labels, _ = C.load_cluttered_digits("test", position_step=1)
+def accuracy(model: torch.nn.Module, position_step: int, device: str) -> float:
+    """Accuracy on the 2,000 test canvases, the digit's cell at multiples of ``position_step`` (1: anywhere)."""
+    images, labels, _ = C.load_cluttered_digits("test", position_step=position_step)
     images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
     loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
+    return evaluate(model, loader)[1]
+
+
+def score(model: torch.nn.Module, device: str) -> dict:
+    """Test accuracy with the digit anywhere and on the grid, and accuracy per sub-patch offset (test split)."""
     shifts = offset_accuracy(model, patch_size=4, split="test")  # (4, 4); the CNN has no patches: same offsets
-    return {"test_acc": evaluate(model, loader)[1], "offset_worst": shifts.min().item(),
-            "offset_mean": shifts.mean().item(), "offsets": [[round(a, 4) for a in row] for row in shifts.tolist()]}
+    return {"test_acc": accuracy(model, 1, device), "grid_acc": accuracy(model, 4, device),
+            "offset_worst": shifts.min().item(), "offset_mean": shifts.mean().item(),
+            "offsets": [[round(a, 4) for a in row] for row in shifts.tolist()]}
 
 
 def mean_std(values: list[float]) -> dict:
@@ -53,31 +63,43 @@ def mean_std(values: list[float]) -> dict:
 def analyse(records: list[dict], device: str = "cpu") -> dict:
     chosen = chosen_lrs(records)  # validation only: no test number exists yet
     by_job = {(r["job"], r["seed"]): r for r in records}
-    final, missing = {}, []
-    for name, seed in final_jobs(chosen):
-        model = load(name, seed, device) if (name, seed) in by_job else None
-        if model is None:
-            missing.append(f"{name}:{seed}")
-            continue
-        run = by_job[name, seed]
-        final[name, seed] = {**score(model, device), "train_seconds": run.get("train_seconds"),
-                             "teacher_seconds": run.get("teacher_seconds")}
+    scored: dict[tuple[str, int], dict] = {}  # a run that stands for two roles (SAME_AS) is scored once
     table: dict = {}
-    for (name, seed), numbers in final.items():
-        arm, fraction, lr = parse_job(name)
-        row = table.setdefault(arm, {}).setdefault(str(fraction), {"lr": lr, "seeds": {}})
-        row["seeds"][seed] = numbers
-    for arm in table.values():
-        for row in arm.values():
-            for metric in ("test_acc", "offset_worst", "offset_mean", "train_seconds", "teacher_seconds"):
-                values = [s[metric] for s in row["seeds"].values() if s[metric] is not None]
+    missing = []
+    for role in [*ARMS, *ABLATIONS]:
+        for f in FRACTIONS:
+            name = role_job(role, f, chosen)
+            if name is None:
+                missing.append(f"{role}@{f:g}: its learning rate is not chosen yet")
+                continue
+            row = table.setdefault(role, {}).setdefault(str(f), {"job": name, "lr": parse_job(name)[2], "seeds": {}})
+            for seed in SEEDS:
+                if (name, seed) not in scored:
+                    model = load(name, seed, device) if (name, seed) in by_job else None
+                    if model is None:
+                        missing.append(f"{name}:{seed}")
+                        continue
+                    scored[name, seed] = {**score(model, device), "train_seconds": by_job[name, seed]["train_seconds"]}
+                row["seeds"][seed] = scored[name, seed]
+            for metric in METRICS:
+                values = [s[metric] for s in row["seeds"].values() if s.get(metric) is not None]
                 row[metric] = mean_std(values) if values else None
     summary = {"chosen_lr": {f"{a}@{f}": lr for (a, f), lr in chosen.items()},
                "tuning": [{k: r[k] for k in ("arm", "fraction", "lr", "val_acc", "val_loss")} for r in records
                           if r["seed"] == 0 and r["arm"] in ARMS],
                "ablations": {a: {"parent": p, "change": what} for a, (p, _, what) in ABLATIONS.items()},
-               "final": table, "missing": missing, "runs": RUNS.name}
+               "final": table, "missing": list(dict.fromkeys(missing)), "runs": RUNS.name}
     SUMMARY.parent.mkdir(parents=True, exist_ok=True)
     SUMMARY.write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"wrote {SUMMARY}: {len(final)} final runs scored, {len(missing)} missing")
+    print(f"wrote {SUMMARY}: {len(scored)} final runs scored, {len(summary['missing'])} missing")
     return summary
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cpu")
+    analyse(read_runs(), p.parse_args().device)
+
+
+if __name__ == "__main__":
+    main()

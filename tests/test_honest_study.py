@@ -1,6 +1,7 @@
-"""benchmarks/honest_arms.py and honest_study.py, chapter 9's study on the honest task (issue 25): one variable per
-ablation, the same budget and size for every arm, choices on validation only, the waves the planner schedules, and
-a stopped job that resumes. Tiny runs: 512 training canvases an epoch, 1-2 epochs."""
+"""benchmarks/honest_arms.py, honest_study.py and honest_analysis.py, chapter 9's study on the honest task: one
+variable per ablation, the same budget and size for every arm, choices on validation only, the order the planner
+schedules (the CNN teacher before the runs that distil it), a stopped job that resumes, and test read once.
+Tiny runs: 512 training canvases an epoch, 1-2 epochs."""
 
 import json
 import subprocess
@@ -36,30 +37,38 @@ def _diff(a, b):
 ONE_THING = [
     ("convit_content_gates", "convit", {"model_kwargs.content_only"}),
     ("convit_no_local_init", "convit", {"model_kwargs.locality_init"}),
-    ("cait_no_class_attention", "cait", {"model_kwargs.class_attention"}),
-    ("cait_no_layerscale", "cait", {"model_kwargs.layer_scale"}),
-    ("cait_no_talking_heads", "cait", {"model_kwargs.talking_heads"}),
     ("deit_hard_cls", "deit", {"model"}),  # the [DIST] token
-    ("deit_soft_cls", "deit_hard_cls", {"distill_temperature"}),  # soft against hard
-    ("deit_none", "deit_hard_cls", {"teacher_epochs"}),  # distillation at all
+    ("deit_none", "deit_hard_cls", {"teacher_path"}),  # distillation at all
 ]
+TEACHER = "benchmarks/results/honest_study/weights/cnn_f0.1_lr0.004_seed1.safetensors"
 
 
 @pytest.mark.parametrize("arm, parent, changed", ONE_THING)
 def test_every_ablation_changes_one_thing_of_its_parent(arm, parent, changed):
-    assert _diff(A.config(arm, 0.1, 4e-3, 1), A.config(parent, 0.1, 4e-3, 1)) == changed
+    assert _diff(A.config(arm, 0.1, 4e-3, 1, TEACHER), A.config(parent, 0.1, 4e-3, 1, TEACHER)) == changed
 
 
 def test_every_arm_and_ablation_is_listed_in_a_one_variable_comparison():
     assert {a for a, *_ in ONE_THING} == set(A.ABLATIONS)
 
 
+def test_deit_without_a_teacher_is_the_vit_arm_so_it_is_not_trained_twice():
+    # they differ only in distillation settings that nothing reads without a teacher
+    assert _diff(A.config("deit_none", 0.1, 4e-3, 1, TEACHER), A.config("vit", 0.1, 4e-3, 1)) == {
+        "distill_temperature"}
+    assert A.SAME_AS == {"deit_none": "vit"}
+    assert S.role_job("deit_none", 0.1, {("deit", 0.1): 8e-3}) == A.job_name("vit", 0.1, 8e-3)
+
+
 def test_the_main_arms_share_the_budget_and_differ_in_model_and_distillation_only():
-    vit = A.config("vit", 0.25, 4e-3, 2)
+    vit = A.config("vit", 0.5, 4e-3, 2)
     for arm in A.ARMS:
-        assert _diff(A.config(arm, 0.25, 4e-3, 2), vit) <= {"model", "teacher_epochs", "distill_temperature"}
+        assert _diff(A.config(arm, 0.5, 4e-3, 2, TEACHER), vit) <= {"model", "teacher_path", "distill_temperature"}
+    assert A.config("deit", 0.5, 4e-3, 2, TEACHER).teacher_path == TEACHER
+    assert A.config("vit", 0.5, 4e-3, 2, TEACHER).teacher_path == ""  # only a distilled arm takes a teacher
     assert vit.batch_size == 256 and vit.epochs == A.EPOCHS and vit.position_step == 1
-    assert vit.grid_epochs == A.GRID_EPOCHS and vit.augment == "digits_warp"
+    assert vit.grid_epochs == A.GRID_EPOCHS == A.EPOCHS // 5 and vit.augment == "digits_warp"
+    assert vit.teacher_epochs == 0 and vit.train_fraction == 0.5
 
 
 def test_parameter_counts_are_within_ten_percent():
@@ -69,7 +78,7 @@ def test_parameter_counts_are_within_ten_percent():
 
 
 def test_job_names_round_trip_and_a_bad_name_says_what_a_job_is():
-    assert A.parse_job(A.job_name("cait_no_layerscale", 0.05, 8e-3)) == ("cait_no_layerscale", 0.05, 8e-3)
+    assert A.parse_job(A.job_name("convit_no_local_init", 0.05, 8e-3)) == ("convit_no_local_init", 0.05, 8e-3)
     assert A.job_epochs("convit_f1_lr0.004") == A.EPOCHS and A.job_epochs("nonsense") is None
     with pytest.raises(ValueError, match="ARM_fFRACTION_lrLR.*'resnet_f1_lr0.004'"):
         A.parse_job("resnet_f1_lr0.004")
@@ -96,29 +105,56 @@ def test_the_learning_rate_is_chosen_on_validation_only():
     assert S.chosen_lrs(records[:2]) == {}  # not every lr tried yet: no choice
 
 
-def test_the_planner_tunes_first_then_seeds_then_ablations():
-    assert S.total_runs() == 5 * 4 * (3 + 2) + 8 * 2 * 3 == 148
+def test_the_planner_tunes_the_teacher_first_and_distilled_runs_wait_for_it():
+    assert A.FRACTIONS == (0.1, 0.5) and S.total_runs() == 2 * (5 * (3 + 2) + 4 * 3) == 74
     todo, waiting = S.plan([])
-    assert len(todo) == 60 and waiting == 88 and all(seed == 0 for _, seed in todo)
-    assert todo[0] == (A.job_name("vit", 1.0, 2e-3), 0)  # all the data first
-    records = _tuned("cait", 1.0, 8e-3)
-    todo, waiting = S.plan(records)
-    # the other 57 tuning runs, cait's seeds 1 and 2, and cait's three ablations x three seeds
-    assert len(todo) == 57 + 2 + 3 * 3 and waiting == 148 - 3 - len(todo)
-    assert (A.job_name("cait", 1.0, 8e-3), 1) in todo and (A.job_name("cait", 1.0, 8e-3), 2) in todo
-    assert (A.job_name("cait", 1.0, 8e-3), 0) not in todo  # its seed 0 is the tuning run, done
-    assert (A.job_name("cait_no_layerscale", 1.0, 8e-3), 0) in todo  # at the parent's choice
-    assert not any(name.startswith("cait_no") and "_f0.1_" in name for name, _ in todo)  # cait not tuned at 0.1
-    stopped = (A.job_name("cait_no_talking_heads", 1.0, 8e-3), 2)
+    # every arm's tuning runs but DeiT's, which waits for the CNN arm's chosen run; the smallest fraction first
+    assert len(todo) == 2 * 4 * 3 and all(seed == 0 for _, seed in todo)
+    assert todo[:3] == [(A.job_name("cnn", 0.1, lr), 0) for lr in A.LRS]
+    assert not any(n.startswith("deit") for n, _ in todo)
+    assert [A.parse_job(n)[1] for n, _ in todo] == sorted(A.parse_job(n)[1] for n, _ in todo)
+    assert waiting == 2 * 3 + 2 * (5 * 2 + 4 * 3)  # deit's tuning, then every final seed not yet known
+    records = _tuned("cnn", 0.1, 4e-3)
+    todo, _ = S.plan(records)
+    assert [j for j in todo if j[0].startswith("deit")] == [(A.job_name("deit", 0.1, lr), 0) for lr in A.LRS]
+    assert (A.job_name("cnn", 0.1, 4e-3), 1) in todo  # the teacher of deit's seed 1
+    assert S.teacher_file(records, 0.1, 0) == S.WEIGHTS / "cnn_f0.1_lr0.004_seed0.safetensors"
+    assert S.teacher_file(records, 0.1, 1) is None and S.teacher_file(records, 0.5, 0) is None
+    records += _tuned("deit", 0.1, 2e-3)
+    todo, _ = S.plan(records)
+    assert (A.job_name("deit", 0.1, 2e-3), 1) not in todo  # its teacher, the CNN's seed 1, is not done
+    assert (A.job_name("deit_hard_cls", 0.1, 2e-3), 0) in todo  # seed 0's teacher is
+    assert (A.job_name("vit", 0.1, 2e-3), 0) in todo  # deit_none: the vit arm at deit's rate, once
+    records.append(_record("cnn", 0.1, 4e-3, 1, 0.9))
+    assert (A.job_name("deit", 0.1, 2e-3), 1) in S.plan(records)[0]
+    stopped = (A.job_name("convit", 0.5, 8e-3), 0)
     assert S.plan(records, {stopped})[0][0] == stopped  # a stopped job resumes first
-    assert len(S.plan(records, {stopped})[0]) == len(todo)
 
 
 def test_the_planner_is_done_when_every_final_run_is_in():
     records = [r for arm in A.ARMS for f in A.FRACTIONS for r in _tuned(arm, f, 4e-3)]
     chosen = S.chosen_lrs(records)
-    records += [_record(*A.parse_job(n), s, 0.9) for n, s in S.final_jobs(chosen) if s > 0 or n.count("_") > 2]
+    done = {(r["job"], r["seed"]) for r in records}
+    records += [_record(*A.parse_job(n), s, 0.9) for n, s in S.final_jobs(chosen) if (n, s) not in done]
     assert S.plan(records) == ([], 0)
+    assert len(records) == 2 * (5 * 5 + 3 * 3)  # deit_none reuses the vit arm's runs at the same rate
+
+
+def test_prune_drops_the_weights_of_tuning_runs_that_were_not_chosen(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "WEIGHTS", tmp_path)
+    records = _tuned("convit", 0.1, 2e-3) + _tuned("vit", 0.1, 4e-3)[:2]  # vit's tuning is not complete
+    for r in records:
+        (tmp_path / f"{r['job']}_seed0.safetensors").write_bytes(b"w")
+    removed = S.prune(records)
+    assert sorted(p.name for p in removed) == [f"convit_f0.1_lr{lr:g}_seed0.safetensors" for lr in (4e-3, 8e-3)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["convit_f0.1_lr0.002_seed0.safetensors", "vit_f0.1_lr0.002_seed0.safetensors",
+         "vit_f0.1_lr0.004_seed0.safetensors"])
+
+
+def test_a_distilled_job_without_its_teacher_is_refused_with_the_order():
+    with pytest.raises(ValueError, match="distils the CNN arm's run of fraction 0.1, seed 2.*teacher_path"):
+        A.run_job(A.job_name("deit", 0.1, 4e-3), 2, "cpu", "unused")
 
 
 @pytest.fixture
@@ -178,6 +214,7 @@ def test_collect_merges_a_wave_once(tmp_path, monkeypatch):
     monkeypatch.setattr(S, "RUNS", tmp_path / "runs.jsonl")
     monkeypatch.setattr(S, "WORK", tmp_path / "work")
     monkeypatch.setattr(S, "SAVE", tmp_path / "work" / "save")
+    monkeypatch.setattr(S, "WEIGHTS", tmp_path / "weights")
     wave = tmp_path / "wave"
     wave.mkdir()
     row = _record("vit", 1.0, 4e-3, 0, 0.5)
@@ -189,7 +226,7 @@ def test_collect_merges_a_wave_once(tmp_path, monkeypatch):
     S.collect(wave)
     S.collect(wave)  # a second time adds nothing
     assert S.read_runs(tmp_path / "runs.jsonl") == [row]
-    assert (tmp_path / "work" / "weights" / "vit_f1_lr0.004_seed0.safetensors").exists()
+    assert (tmp_path / "weights" / "vit_f1_lr0.004_seed0.safetensors").exists()
 
 
 def test_analyse_reads_test_once_for_the_final_runs_only(tmp_path, monkeypatch):
@@ -198,13 +235,20 @@ def test_analyse_reads_test_once_for_the_final_runs_only(tmp_path, monkeypatch):
     scored = []
     monkeypatch.setattr(H, "load", lambda name, seed, device: None if name.startswith("deit") else (name, seed))
     monkeypatch.setattr(H, "score", lambda model, device: scored.append(model) or
-                        {"test_acc": 0.5, "offset_worst": 0.4, "offset_mean": 0.45, "offsets": []})
-    records = _tuned("convit", 1.0, 2e-3) + _tuned("deit", 1.0, 4e-3)
-    records += [_record("convit", 1.0, 2e-3, s, 0.9, train_seconds=60.0) for s in (1, 2)]
+                        {"test_acc": 0.5, "grid_acc": 0.52, "offset_worst": 0.4, "offset_mean": 0.45, "offsets": []})
+    records = _tuned("convit", 0.5, 2e-3) + _tuned("deit", 0.5, 4e-3) + _tuned("vit", 0.5, 4e-3)
+    records += [_record("convit", 0.5, 2e-3, s, 0.9, train_seconds=60.0) for s in (1, 2)]
+    records = [dict(r, train_seconds=r.get("train_seconds", 50.0)) for r in records]
     summary = H.analyse(records)
-    assert sorted(scored) == [(A.job_name("convit", 1.0, 2e-3), s) for s in A.SEEDS]  # not the other lrs
-    row = summary["final"]["convit"]["1.0"]
+    # not the other learning rates; the vit run at deit's rate is scored once, for vit and for deit_none
+    assert sorted(scored) == sorted([(A.job_name("convit", 0.5, 2e-3), s) for s in A.SEEDS]
+                                    + [(A.job_name("vit", 0.5, 4e-3), 0)])
+    row = summary["final"]["convit"]["0.5"]
     assert row["lr"] == 2e-3 and row["test_acc"] == {"mean": 0.5, "std": 0.0, "n": 3}
-    assert "deit_f1_lr0.004:1" in summary["missing"]  # not run yet, and said so
-    assert "convit_no_local_init_f1_lr0.002:0" in summary["missing"]  # ablations at the parent's choice
-    assert json.loads((tmp_path / "summary.json").read_text())["chosen_lr"] == {"convit@1.0": 2e-3, "deit@1.0": 4e-3}
+    assert row["grid_acc"]["mean"] == 0.52 and row["train_seconds"]["mean"] == pytest.approx(170 / 3)
+    assert summary["final"]["deit_none"]["0.5"]["seeds"] == summary["final"]["vit"]["0.5"]["seeds"]
+    assert "deit_f0.5_lr0.004:1" in summary["missing"]  # not run yet, and said so
+    assert "convit_no_local_init_f0.5_lr0.002:0" in summary["missing"]  # ablations at the parent's choice
+    assert "cnn@0.1: its learning rate is not chosen yet" in summary["missing"]
+    assert json.loads((tmp_path / "summary.json").read_text())["chosen_lr"] == {
+        "vit@0.5": 4e-3, "deit@0.5": 4e-3, "convit@0.5": 2e-3}
