@@ -36,6 +36,14 @@ SOURCE = ROOT / "notebooks" / "assignments" / "source"
 SUBMISSIONS = {
     "a1_softmax_axis": ("a1_attention", [("attention_weights", "return logits.softmax(dim=-1)",
                                           "return logits.softmax(dim=-2)")], {"test_attention_weights"}),
+    "a1_softmax_heads_axis": ("a1_attention", [("attention_weights", "return logits.softmax(dim=-1)",
+                                                "return logits.softmax(dim=1)")], {"test_attention_weights"}),
+    "a1_scale_by_d_v": ("a1_attention", [("attention", "return attention_weights(q, k) @ v",
+                                          "logits = q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])\n"
+                                          "    return logits.softmax(dim=-1) @ v")], {"test_attention"}),
+    "a1_mask_on_queries": ("a1_attention", [("masked_attention", 'logits = logits.masked_fill(~mask, float("-inf"))',
+                                             'logits = logits.masked_fill(~mask.mT, float("-inf"))')],
+                           {"test_masked_attention"}),
     "a1_hardcoded_dk": ("a1_attention", [("attention_weights", "d_k = q.shape[-1]", "d_k = 8")],
                         {"test_attention_weights"}),
     "a1_naive_softmax": ("a1_attention", [("attention_weights", "return logits.softmax(dim=-1)",

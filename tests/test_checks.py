@@ -336,6 +336,107 @@ def test_checks_leave_the_global_random_state_alone():
 
 
 # ---------------------------------------------------------------------------------------------------
+# Issue 46: a scale by d_v, a softmax over any wrong axis, a mask laid along the queries
+
+
+def test_a_scale_by_the_width_of_the_values_is_named_and_not_called_hard_coded():
+    def by_d_v(q, k, v):
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1]), dim=-1) @ v
+
+    hint = r"1/sqrt\(4\) \(= 0\.5\), and 4 is d_v, the width of the values.*d_k = 8"
+    with pytest.raises(CheckFailed, match=hint) as err:
+        check_attention(by_d_v)
+    assert "hard-coded" not in str(err.value)
+
+
+def test_a_size_used_in_the_wrong_place_is_passed_on_by_other_sizes():
+    from vitedu.checks.diagnosis import WrongSize, other_sizes
+
+    def wrong_size():
+        raise WrongSize("f: your output matches a scale of 1/sqrt(3), and 3 is d_v")
+
+    with pytest.raises(WrongSize) as err:
+        other_sizes("first", "second", wrong_size)
+    assert str(err.value) == "f: your output matches a scale of 1/sqrt(3), and 3 is d_v"
+
+    def other_mistake():
+        raise CheckFailed("f: wrong values")
+
+    with pytest.raises(CheckFailed, match="size is hard-coded"):
+        other_sizes("first", "second", other_mistake)
+
+
+@pytest.mark.parametrize(
+    "axis, hint",
+    [
+        (1, r"weights along axis 1 \(heads\) sum to one: the softmax ran over the heads axis \(dim=1 or -3\)"),
+        (0, r"weights along axis 0 \(batch\) sum to one: the softmax ran over the batch axis \(dim=0 or -4\)"),
+        (-3, r"softmax ran over the heads axis"),
+    ],
+)
+def test_attention_weights_names_every_wrong_softmax_axis_of_4d_inputs(axis, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_attention_weights(functools.partial(attention_weights, axis=axis))
+
+
+@pytest.mark.parametrize(
+    "axis, hint",
+    [
+        (-2, r"wrong axis \(dim=-2, the queries\): the rows of your attention weights sum to \d\.\d\d"),
+        (1, r"wrong axis \(dim=1 or -3, the heads\): the rows of your attention weights sum to"),
+        (0, r"wrong axis \(dim=0 or -4, the batch\)"),
+    ],
+)
+def test_attention_names_every_wrong_softmax_axis_of_4d_inputs(axis, hint):
+    with pytest.raises(CheckFailed, match=hint):
+        check_attention(functools.partial(attention, axis=axis))
+
+
+def test_single_head_and_multi_head_name_the_wrong_softmax_axis():
+    def over(dim):
+        def single(x, w_q, w_k, w_v):
+            q, k, v = x @ w_q, x @ w_k, x @ w_v
+            return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=dim) @ v
+
+        return single
+
+    with pytest.raises(CheckFailed, match=r"wrong axis \(dim=-2, the queries\)"):
+        check_single_head(over(-2))
+    with pytest.raises(CheckFailed, match=r"wrong axis \(dim=0 or -3, the batch\)"):
+        check_single_head(over(0))
+
+    def mhsa_over(dim):
+        class OverAxis(make_mhsa()):
+            def forward(self, x):
+                q, k, v = (split_heads(t, self.num_heads) for t in self.qkv(x).chunk(3, dim=-1))
+                weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), dim=dim)
+                return self.proj(merge_heads(weights @ v))
+
+        return OverAxis
+
+    with pytest.raises(CheckFailed, match=r"wrong axis \(dim=-2, the queries\)"):
+        check_multi_head_attention(mhsa_over(-2))
+    with pytest.raises(CheckFailed, match=r"wrong axis \(dim=1 or -3, the heads\)"):
+        check_multi_head_attention(mhsa_over(1))
+
+
+def masked_on_queries(q, k, v, mask, how):
+    logits = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    rows = mask.transpose(-2, -1)  # the padding mask laid along the queries
+    if how == "zeroed queries":
+        return torch.softmax((q * rows) @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v
+    fill = -1e9 if how == "finite" else float("-inf")
+    weights = torch.softmax(logits.masked_fill(~rows, fill), -1)
+    return (weights.nan_to_num(0.0) if how == "nan_to_num" else weights) @ v
+
+
+@pytest.mark.parametrize("how", ["nan_to_num", "nan", "finite", "zeroed queries"])
+def test_a_mask_applied_to_the_queries_is_named(how):
+    with pytest.raises(CheckFailed, match=r"mask is applied to the queries.*\*keys\* \(columns\).*without transposing"):
+        check_masked_attention(functools.partial(masked_on_queries, how=how))
+
+
+# ---------------------------------------------------------------------------------------------------
 # A2: patches to ViT
 
 

@@ -15,25 +15,31 @@ written in as a number, and the message says so.
 
 The mistakes diagnosed by name (each has a test in tests/test_checks.py that plants it and expects its hint):
 
-- check_attention_weights, check_attention: softmax over the queries axis; softmax missing; scale missing,
-  1/d_k, or multiplied; keys compared with queries (k q^T); transposed weights (check_attention);
-  ``k.T`` on batched inputs; a hard-coded d_k (e.g. sqrt(8)); a naive exp / sum softmax that turns
-  large logits into NaN (numerically unstable); a wrong shape, with the axis named. Any other scale is
-  *fitted*: the check finds the scale that explains the result and names it (e.g. 1/sqrt(number of
-  keys)); so do check_single_head and check_multi_head_attention.
-- check_masked_attention: the mask ignored; the mask inverted; weights zeroed after the softmax;
+- check_attention_weights, check_attention: a softmax over a wrong axis, named whichever it is (the
+  queries, the heads or the batch of 4-D inputs); softmax missing; scale missing, 1/d_k, or multiplied;
+  keys compared with queries (k q^T); transposed weights (check_attention); ``k.T`` on batched inputs; a
+  hard-coded d_k (e.g. sqrt(8)); a naive exp / sum softmax that turns large logits into NaN (numerically
+  unstable); a wrong shape, with the axis named. Any other scale is *fitted*: the check finds the scale
+  that explains the result and names it (e.g. 1/sqrt(number of keys), or 1/sqrt(d_v), the width of the
+  values, which check_attention makes differ from d_k); so do check_single_head and
+  check_multi_head_attention. A scale that is a size of the inputs is named as that size, never as a
+  hard-coded number.
+- check_masked_attention: the mask ignored; the mask inverted; the mask applied to the queries (rows)
+  instead of the keys (with -inf, NaN, -1e9, or the queries zeroed); weights zeroed after the softmax;
   logits multiplied by the mask; NaN for a fully masked query; uniform weights (a finite fill such as
   -1e9) for a fully masked query; boolean indexing ``logits[~mask]`` with a broadcast mask (an
   IndexError: use masked_fill); hard-coded sizes.
 - check_single_head: sqrt(D) instead of sqrt(d_k); queries and keys swapped; the wrong value
-  projection; softmax axis; scale mistakes; a hard-coded d_k; missing projection (shape).
+  projection; a softmax over a wrong axis (named); scale mistakes; a hard-coded d_k; missing projection
+  (shape).
 - check_multi_head_split, check_multi_head_merge: a plain reshape without the transpose; a transpose
   before the reshape (split_heads, and in check_multi_head_attention); interleaved
   heads ('(d h)'); heads axis not moved; heads of width num_heads (head width wrong); a hard-coded
   number of heads.
 - check_multi_head_attention: scale by sqrt(D) or sqrt(h) instead of sqrt(d_k); split into head_dim
   heads (head width wrong); no split at all (one head); heads merged or split in the wrong order;
-  output projection missing; wrong [q | k | v] slices; a hard-coded size.
+  output projection missing; wrong [q | k | v] slices; a softmax over a wrong axis (named); a
+  hard-coded size.
 - check_patchify, check_patch_embedding: column-major patch order; (channel, row, column) order inside
   a patch; rows and columns swapped inside a patch; a plain reshape; missing bias.
 - check_unfold_embedding: the kernel reordered to (row, column, channel); missing bias; tokens and

@@ -15,12 +15,14 @@ from ..attention import merge_heads as reference_merge_heads
 from ..attention import split_heads as reference_split_heads
 from .diagnosis import (
     CheckFailed,
+    WrongSize,
     build_student,
     check_large_logits,
     check_shape,
     diagnose,
     fit_scale,
     name_scale,
+    named_scale,
     other_sizes,
     passed,
     randn,
@@ -33,6 +35,13 @@ _BATCH_HINT = (
     "Your function must work for any leading axes (..., tokens, features), e.g. (batch, heads, tokens, d_k): "
     "transpose the keys with k.transpose(-2, -1) rather than k.T, and take the softmax with dim=-1."
 )
+
+
+def _softmax_axis(dim: int, axes: tuple[str, ...]) -> str:
+    """How a student may have written the axis ``dim`` of logits with these axes: 'dim=-2', 'dim=1 or -3'."""
+    n = len(axes)
+    d = dim % n
+    return f"dim={d - n}" if d == n - 2 else f"dim={d} or {d - n}"
 
 
 def _sdpa(q: Tensor, k: Tensor, v: Tensor | None = None, scale: float | None = None, softmax_dim: int = -1,
@@ -64,25 +73,46 @@ def _hardcoded_scale_variants(q: Tensor, k: Tensor, v: Tensor | None) -> list[tu
              lambda c=c: _sdpa(q, k, v, scale=c**-0.5)) for c in (4, 8, 16, 32, 64, 128) if c != d_k]
 
 
-def _fit_the_scale(at_scale: Callable[[float], Tensor], d_k: int,
-                   sizes: dict[str, int]) -> Callable[[Tensor], str | None]:
-    """Fit the scale of the logits that best explains the student's result and name it (``diagnose``'s fit)."""
+def _fit_the_scale(at_scale: Callable[[float], Tensor], d_k: int, sizes: dict[str, int],
+                   what: str) -> Callable[[Tensor], str | None]:
+    """Fit the scale of the logits that best explains the student's result and name it (``diagnose``'s fit).
+
+    A scale that is a size of the inputs (the number of keys, d_v, ...) is that size used in the wrong
+    place, not a number written in: it is raised as ``WrongSize``, which ``other_sizes`` passes on as it is.
+    """
 
     def hint(got: Tensor) -> str | None:
         s = fit_scale(got, at_scale)
         if s is None:
             return None
-        return (f"your output matches {name_scale(s, sizes)}. The scale uses d_k = {d_k}, the size of one "
-                f"query or key: multiply the logits by 1 / sqrt(d_k) = 1 / sqrt({d_k}) = {d_k**-0.5:.3g} "
-                "(d_k = q.shape[-1]).")
+        fix = (f"The scale uses d_k = {d_k}, the size of one query or key: multiply the logits by "
+               f"1 / sqrt(d_k) = 1 / sqrt({d_k}) = {d_k**-0.5:.3g} (d_k = q.shape[-1]).")
+        named = named_scale(s, sizes)
+        if named:
+            raise WrongSize(f"{what}: your output matches {named}. {fix}")
+        return f"your output matches {name_scale(s, sizes)}. {fix}"
 
     return hint
 
 
-def _token_sizes(q: Tensor, k: Tensor) -> dict[str, int]:
+def _token_sizes(q: Tensor, k: Tensor, v: Tensor | None = None) -> dict[str, int]:
+    """The sizes of the inputs other than d_k that a wrong scale may have used, each with its name."""
     if q.shape[-2] == k.shape[-2]:
-        return {"the number of tokens (keys), k.shape[-2]": k.shape[-2]}
-    return {"the number of keys, k.shape[-2]": k.shape[-2], "the number of queries, q.shape[-2]": q.shape[-2]}
+        sizes = {"the number of tokens (keys), k.shape[-2]": k.shape[-2]}
+    else:
+        sizes = {"the number of keys, k.shape[-2]": k.shape[-2], "the number of queries, q.shape[-2]": q.shape[-2]}
+    if v is not None and v.shape[-1] != q.shape[-1]:
+        sizes["d_v, the width of the values (v.shape[-1]), not of the queries and keys"] = v.shape[-1]
+    return sizes
+
+
+def _axis_variants(q: Tensor, k: Tensor, v: Tensor, axes: tuple[str, ...],
+                   sums: Callable[[], str]) -> list[tuple[str, Callable[[], Tensor]]]:
+    """A softmax over each wrong axis of the logits (queries, heads, batch, ...), each named."""
+    return [(f"the softmax ran over the wrong axis ({_softmax_axis(d, axes)}, the {axes[d]}): the rows of your "
+             f"attention weights sum to {sums()} instead of 1. Each query distributes its attention over "
+             "the keys: softmax(dim=-1).", lambda d=d: _sdpa(q, k, v, softmax_dim=d))
+            for d in range(len(axes) - 1)][::-1]  # the queries axis first, the likeliest
 
 
 def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor], device=None) -> None:
@@ -96,14 +126,19 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
     got = tensor_out(run_student(attention_weights, q, k, what=what, hint=_BATCH_HINT), what)
     check_shape(got, (2, 3, 6, 6), ("batch", "heads", "queries", "keys"), what)
     got = got.to(device, q.dtype)
-    rows, cols = got.sum(dim=-1), got.sum(dim=-2)
+    rows = got.sum(dim=-1)
     if not torch.allclose(rows, torch.ones_like(rows), atol=1e-3):
-        if torch.allclose(cols, torch.ones_like(cols), atol=1e-3):
-            raise CheckFailed(
-                f"{what}: the rows of your weights sum to {rows.min().item():.2f}...{rows.max().item():.2f} instead "
-                "of 1, but the columns sum to one: the softmax ran over the queries axis (dim=-2). Each query "
-                "distributes its attention over the keys, so apply softmax over the last axis: softmax(dim=-1)."
-            )
+        axes = ("batch", "heads", "queries", "keys")
+        for d in (2, 1, 0):  # the queries axis first, the likeliest
+            sums = got.sum(dim=d)
+            if torch.allclose(sums, torch.ones_like(sums), atol=1e-3):
+                along = "the columns" if d == 2 else f"the weights along axis {d} ({axes[d]})"
+                raise CheckFailed(
+                    f"{what}: the rows of your weights sum to {rows.min().item():.2f}...{rows.max().item():.2f} "
+                    f"instead of 1, but {along} sum to one: the softmax ran over the {axes[d]} axis "
+                    f"({_softmax_axis(d, axes)}). Each query distributes its attention over the keys, so apply "
+                    "softmax over the last axis: softmax(dim=-1)."
+                )
         if got.min() < 0:
             raise CheckFailed(
                 f"{what}: some weights are negative and the rows sum to {rows.min().item():.2f}..."
@@ -121,7 +156,7 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
         *_scale_variants(q, k, None),
     ]
     diagnose(got, _sdpa(q, k), variants, what,
-             fit=_fit_the_scale(lambda s: _sdpa(q, k, scale=s), q.shape[-1], _token_sizes(q, k)))
+             fit=_fit_the_scale(lambda s: _sdpa(q, k, scale=s), q.shape[-1], _token_sizes(q, k), what))
     # Cross-attention shapes: fewer queries than keys, leading axes of another length, another d_k.
     q, k = randn(gen, 4, 5, 5, device=device), randn(gen, 4, 7, 5, device=device)
 
@@ -130,7 +165,7 @@ def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor
         check_shape(got, (4, 5, 7), ("batch", "queries", "keys"), what, hints={
             (4, 7, 5): "One row per key instead of one per query: compute q @ k.transpose(-2, -1), not k @ q^T."})
         diagnose(got, scaled_dot_product_attention(q, k, k)[1], _hardcoded_scale_variants(q, k, None), what,
-                 fit=_fit_the_scale(lambda s: _sdpa(q, k, scale=s), q.shape[-1], _token_sizes(q, k)))
+                 fit=_fit_the_scale(lambda s: _sdpa(q, k, scale=s), q.shape[-1], _token_sizes(q, k), what))
 
     other_sizes("q, k of shape (2, 3, 6, 8)", "q (4, 5, 5), k (4, 7, 5)", cross)
     big_q, big_k = 30 * q, 30 * k  # logits in the hundreds: a trained model's attention can be this sharp
@@ -146,18 +181,17 @@ def check_attention(attention: Callable[[Tensor, Tensor, Tensor], Tensor], devic
     (A returned tuple (values, weights) is accepted; its first element is checked.)
     """
     device, gen, what = resolve_device(device), torch.Generator().manual_seed(2), "attention(q, k, v)"
-    q, k, v = (randn(gen, 2, 3, 6, 8, device=device) * 1.5 for _ in range(3))
+    # d_v = 4, not d_k = 8: a scale by the width of the values is then visibly wrong from the start.
+    q, k, v = (randn(gen, 2, 3, 6, d, device=device) * 1.5 for d in (8, 8, 4))
     got = tensor_out(run_student(attention, q, k, v, what=what, hint=_BATCH_HINT), what)
-    check_shape(got, (2, 3, 6, 8), ("batch", "heads", "queries", "d_v"), what)
+    check_shape(got, (2, 3, 6, 4), ("batch", "heads", "queries", "d_v"), what)
 
     def row_sums() -> str:  # with v = ones, every output entry is the sum of one row of the weights
         sums = tensor_out(run_student(attention, q, k, torch.ones_like(v), what=what), what)[..., 0]
         return f"{sums.min().item():.2f}...{sums.max().item():.2f}"
 
     variants = [
-        ("the softmax ran over the wrong axis (dim=-2, the queries): the rows of your attention weights sum "
-         f"to {row_sums()} instead of 1. Each query distributes its attention over the keys: softmax(dim=-1).",
-         lambda: _sdpa(q, k, v, softmax_dim=-2)),
+        *_axis_variants(q, k, v, ("batch", "heads", "queries", "keys"), row_sums),
         ("you compared the keys with the queries (k @ q^T, i.e. transposed keys): the logits are "
          "q @ k.transpose(-2, -1), one row per query.",
          lambda: _sdpa(q, k, v, keys_first=True)),
@@ -170,7 +204,7 @@ def check_attention(attention: Callable[[Tensor, Tensor, Tensor], Tensor], devic
         *_scale_variants(q, k, v),
     ]
     diagnose(got, scaled_dot_product_attention(q, k, v)[0], variants, what,
-             fit=_fit_the_scale(lambda s: _sdpa(q, k, v, scale=s), q.shape[-1], _token_sizes(q, k)))
+             fit=_fit_the_scale(lambda s: _sdpa(q, k, v, scale=s), q.shape[-1], _token_sizes(q, k, v), what))
     q, k = randn(gen, 4, 5, 5, device=device), randn(gen, 4, 7, 5, device=device)
     v = randn(gen, 4, 7, 3, device=device)
 
@@ -178,7 +212,7 @@ def check_attention(attention: Callable[[Tensor, Tensor, Tensor], Tensor], devic
         got = tensor_out(run_student(attention, q, k, v, what=what, hint=_BATCH_HINT), what)
         check_shape(got, (4, 5, 3), ("batch", "queries", "d_v"), what)
         diagnose(got, scaled_dot_product_attention(q, k, v)[0], _hardcoded_scale_variants(q, k, v), what,
-                 fit=_fit_the_scale(lambda s: _sdpa(q, k, v, scale=s), q.shape[-1], _token_sizes(q, k)))
+                 fit=_fit_the_scale(lambda s: _sdpa(q, k, v, scale=s), q.shape[-1], _token_sizes(q, k, v), what))
 
     other_sizes("q, k, v of shape (2, 3, 6, 8)", "q (4, 5, 5), k (4, 7, 5), v (4, 7, 3)", cross)
     big = (30 * q, 30 * k, v)
@@ -196,6 +230,10 @@ def _masked_sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, how: str) -> Ten
         return (logits * mask).softmax(dim=-1) @ v
     if how == "finite":  # -1e9 instead of -inf: a fully masked row becomes uniform
         return logits.masked_fill(~mask, -1e9).softmax(dim=-1) @ v
+    if how == "queries":  # the mask laid along the queries: the padding queries attend to nothing, the rest to all
+        return logits.masked_fill(~mask.transpose(-2, -1), float("-inf")).softmax(dim=-1).nan_to_num(0.0) @ v
+    if how == "queries, finite":  # the same with -1e9, or with the padding queries zeroed: their rows are uniform
+        return logits.masked_fill(~mask.transpose(-2, -1), -1e9).softmax(dim=-1) @ v
     raise ValueError(how)
 
 
@@ -216,6 +254,17 @@ def check_masked_attention(masked_attention: Callable[..., Tensor], device=None)
         mask = mask[:, None, None, :]  # (batch, 1, 1, keys): the same for every head and query
         got = tensor_out(run_student(masked_attention, q, k, v, mask, what=what, hint=_BATCH_HINT), what)
         check_shape(got, (batch, 2, tokens, d_k), ("batch", "heads", "queries", "d_v"), what)
+        fix = ("The padding mask (batch, 1, 1, keys) already lies along the keys: use it as it is, "
+               "logits.masked_fill(~mask, float('-inf')), without transposing it.")
+        on_queries = ("the mask is applied to the queries: it hides the padding *queries* (rows of the logits) "
+                      "instead of the padding *keys* (columns), so the real queries still attend to the padding. "
+                      + fix)
+        nan_rows = ~torch.isfinite(got).all(dim=-1)  # (batch, heads, queries)
+        if nan_rows.any() and torch.equal(nan_rows, (~mask.transpose(-2, -1)[..., 0]).expand_as(nan_rows)):
+            raise CheckFailed(
+                f"{what}: the mask is applied to the queries: exactly the padding *queries* get NaN (every logit "
+                "of their rows is masked), while the real queries still attend to the padding *keys* (columns). "
+                + fix)
         variants = [
             ("the mask is ignored: every query still attends to the padding keys. Before the softmax, set the "
              "logits of the masked keys to -inf: logits.masked_fill(~mask, float('-inf')).",
@@ -229,6 +278,8 @@ def check_masked_attention(masked_attention: Callable[..., Tensor], device=None)
             ("you multiplied the logits by the mask, which sets masked logits to 0, and exp(0) = 1 is still a "
              "share of attention. Fill them with -inf instead: logits.masked_fill(~mask, float('-inf')).",
              lambda: _masked_sdpa(q, k, v, mask, "multiplied")),
+            (on_queries, lambda: _masked_sdpa(q, k, v, mask, "queries")),
+            (on_queries, lambda: _masked_sdpa(q, k, v, mask, "queries, finite")),
         ]
         diagnose(got, scaled_dot_product_attention(q, k, v, mask=mask)[0], variants, what)
 
@@ -271,6 +322,7 @@ def check_single_head(single_head: Callable[..., Tensor], device=None) -> None:
             "v = x @ w_v?",
             (2, tokens, tokens): "You returned the attention weights (tokens x tokens); return weights @ v."})
         q, k, v = x @ w_q, x @ w_k, x @ w_v
+        axes = ("batch", "queries", "keys")
         variants = [
             (f"you scaled by sqrt(D) = sqrt({dim}), the width of the token vectors. The scale is 1 / sqrt(d_k) "
              f"with d_k = {d_k} the size of one query or key: use q.shape[-1], not x.shape[-1].",
@@ -280,14 +332,15 @@ def check_single_head(single_head: Callable[..., Tensor], device=None) -> None:
              lambda: _sdpa(q, k, v, keys_first=True)),
             ("the values are wrong: use v = x @ w_v (you used another projection for v).",
              lambda: _sdpa(q, k, x @ w_q)),
-            ("the softmax ran over the wrong axis: each query's weights must sum to one over the keys (dim=-1).",
-             lambda: _sdpa(q, k, v, softmax_dim=-2)),
+            *[(f"the softmax ran over the wrong axis ({_softmax_axis(d, axes)}, the {axes[d]}): each query's "
+               "weights must sum to one over the keys (dim=-1).", lambda d=d: _sdpa(q, k, v, softmax_dim=d))
+              for d in (1, 0)],
             *_scale_variants(q, k, v),
             *_hardcoded_scale_variants(q, k, v),
         ]
         sizes = {**_token_sizes(q, k), "D, the width of the token vectors (x.shape[-1])": dim}
         diagnose(got, scaled_dot_product_attention(q, k, v)[0], variants, what,
-                 fit=_fit_the_scale(lambda s: _sdpa(q, k, v, scale=s), d_k, sizes))
+                 fit=_fit_the_scale(lambda s: _sdpa(q, k, v, scale=s), d_k, sizes, what))
 
     one(16, 4, 6)
     other_sizes("D=16, d_k=4", "D=12, d_k=3", lambda: one(12, 3, 5))
@@ -370,7 +423,7 @@ def check_multi_head_merge(merge_heads: Callable[[Tensor], Tensor], device=None)
 
 
 def _mhsa(attn: MultiHeadSelfAttention, x: Tensor, split: str = "qkv h d", merge: str = "h d",
-          scale: float | None = None, proj: bool = True, heads: int | None = None) -> Tensor:
+          scale: float | None = None, proj: bool = True, heads: int | None = None, softmax_dim: int = -1) -> Tensor:
     """Multi-head attention with switchable mistakes, on the weights of ``attn`` (the variants)."""
     h = attn.num_heads if heads is None else heads
     if split == "view":  # reshape straight to heads, without the transpose
@@ -379,7 +432,11 @@ def _mhsa(attn: MultiHeadSelfAttention, x: Tensor, split: str = "qkv h d", merge
         q, k, v = (t.transpose(1, 2).reshape(x.shape[0], h, x.shape[1], -1) for t in attn.qkv(x).chunk(3, dim=-1))
     else:
         q, k, v = rearrange(attn.qkv(x), f"b t ({split}) -> qkv b h t d", qkv=3, h=h)
-    out, _ = scaled_dot_product_attention(q, k, v, scale=attn.scale if scale is None else scale)
+    scale = attn.scale if scale is None else scale
+    if softmax_dim == -1:
+        out, _ = scaled_dot_product_attention(q, k, v, scale=scale)
+    else:
+        out = _sdpa(q, k, v, scale=scale, softmax_dim=softmax_dim)
     out = out.reshape(x.shape) if merge == "view" else rearrange(out, f"b h t d -> b t ({merge})")
     return attn.proj(out) if proj else out
 
@@ -400,6 +457,7 @@ def check_multi_head_attention(cls: Callable[..., nn.Module], device=None) -> No
         ref = ref.to(device)
         x = randn(gen, 2, 5, dim, device=device)
         d_k = dim // heads
+        axes = ("batch", "heads", "queries", "keys")
         with torch.no_grad():
             got = tensor_out(run_student(module, x, what=what), what)
             check_shape(got, (2, 5, dim), ("batch", "tokens", "dim"), what)
@@ -428,6 +486,9 @@ def check_multi_head_attention(cls: Callable[..., nn.Module], device=None) -> No
                  lambda: _mhsa(ref, x, split="transpose first")),
                 ("the output projection is missing: mix the concatenated heads with self.proj.",
                  lambda: _mhsa(ref, x, proj=False)),
+                *[(f"the softmax ran over the wrong axis ({_softmax_axis(d, axes)}, the {axes[d]}): each query's "
+                   "weights must sum to one over the keys (dim=-1).",
+                   lambda d=d: _mhsa(ref, x, softmax_dim=d)) for d in (2, 1, 0)],
                 ("q, k and v are taken from the wrong slices of self.qkv(x): its output is [q | k | v] "
                  "(use .chunk(3, dim=-1)), each then split into heads.",
                  lambda: _mhsa(ref, x, split="h qkv d")),
@@ -438,7 +499,7 @@ def check_multi_head_attention(cls: Callable[..., nn.Module], device=None) -> No
             sizes = {"the number of tokens, x.shape[1]": x.shape[1], "D, the model width": dim,
                      "h, the number of heads": heads}
             diagnose(got, ref(x)[0], variants, what,
-                     fit=_fit_the_scale(lambda s: _mhsa(ref, x, scale=s), d_k, sizes))
+                     fit=_fit_the_scale(lambda s: _mhsa(ref, x, scale=s), d_k, sizes, what))
 
     one(12, 3)
     other_sizes("dim=12, heads=3", "dim=16, heads=2", lambda: one(16, 2))

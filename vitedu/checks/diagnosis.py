@@ -30,6 +30,13 @@ class CheckFailed(AssertionError):
     """A check found a mistake; the message names the likely mistake and how to fix it."""
 
 
+class WrongSize(CheckFailed):
+    """A size of the inputs used where another belongs (the scale 1/sqrt(d_v) instead of 1/sqrt(d_k), say).
+
+    Sizes that are equal in a check's first configuration can tell this apart only in its second; such a
+    mistake is not a number written in, so ``other_sizes`` passes it on as it is."""
+
+
 # ----------------------------------------------------------------------------------------------------
 # Running the student's code
 
@@ -183,14 +190,23 @@ def fit_scale(got: Tensor, at_scale: Callable[[float], Tensor], low: float = 1e-
     return s if close(got, at_scale(s)) else None
 
 
-def name_scale(s: float, sizes: dict[str, int], tolerance: float = 0.02) -> str:
-    """Say which simple expression of the named sizes a fitted scale is, e.g. '1/sqrt(6)' where 6 is the
-    number of keys, or just its value when it is none of them."""
+def named_scale(s: float, sizes: dict[str, int], tolerance: float = 0.02) -> str | None:
+    """Which simple expression of the named sizes a fitted scale is, e.g. 'a scale of 1/sqrt(6) (= 0.408),
+    and 6 is the number of keys'; None when it is none of them."""
     for label, size in sizes.items():
         for text, value in ((f"1/sqrt({size})", size**-0.5), (f"1/{size}", 1 / size),
                             (f"sqrt({size})", size**0.5), (f"{size}", float(size))):
             if abs(s / value - 1) < tolerance:
                 return f"a scale of {text} (= {s:.3g}), and {size} is {label}"
+    return None
+
+
+def name_scale(s: float, sizes: dict[str, int], tolerance: float = 0.02) -> str:
+    """Say which simple expression of the named sizes a fitted scale is, e.g. '1/sqrt(6)' where 6 is the
+    number of keys, or just its value when it is none of them."""
+    named = named_scale(s, sizes, tolerance)
+    if named:
+        return named
     if abs(s - 1) < tolerance:
         return "a scale of 1 (no scale at all)"
     return f"a scale of {s:.3g}, none of 1/sqrt(n), 1/n for a size n of the inputs"
@@ -215,6 +231,8 @@ def other_sizes(first: str, second: str, run: Callable[[], None]) -> None:
     """Run a check's second configuration. The first one passed, so a failure here means a hard-coded size."""
     try:
         run()
+    except WrongSize:
+        raise
     except CheckFailed as err:
         raise CheckFailed(
             f"a size is hard-coded: your code is right for {first} but not for {second}. Read every size from "
