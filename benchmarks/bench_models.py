@@ -4,7 +4,7 @@
     python benchmarks/bench_models.py --models vit_small_patch16_224 --repeats 20
 
 One process builds the three implementations of each model, gives them identical weights (a random
-transformers ViTForImageClassification, converted with vitedu.pretrained.convert_hf_state_dict and
+transformers ViTForImageClassification, converted with vitedu.hf_configs.convert_hf_state_dict and
 loaded into vitedu and timm, which share timm's state_dict layout), checks that their logits agree, and
 then times them in interleaved rounds (vitedu, timm, transformers, vitedu, ...; the order rotates each
 round), so a background job that slows the machine slows all three alike. Reported: median seconds
@@ -33,8 +33,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import vitedu
+from vitedu.hf_configs import convert_hf_state_dict
 from vitedu.models import MODEL_CONFIGS
-from vitedu.pretrained import convert_hf_state_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))

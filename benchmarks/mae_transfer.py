@@ -53,7 +53,7 @@ from vitedu import train as T  # noqa: E402
 from vitedu.checkpoints import atomic_write  # noqa: E402
 from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits  # noqa: E402
 from vitedu.interpret import box_coverage  # noqa: E402
-from vitedu.models import shipped_metadata  # noqa: E402
+from vitedu.shipped import shipped_metadata  # noqa: E402
 
 
 def read_encoder(path: str | Path) -> tuple[dict, dict, dict]:

@@ -31,8 +31,8 @@ from safetensors.torch import save_file
 import vitedu
 from vitedu.cnn import ConvTeacher
 from vitedu.data import make_loaders
-from vitedu.pretrained import load_seed_pack
 from vitedu.shift import offset_accuracy
+from vitedu.shipped import load_seed_pack
 from vitedu.train import PRESETS, train_teacher
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,7 +46,7 @@ SEEDS = (0, 1, 2)  # of the CNNs that --train-cnn trains
 
 
 def seed_pack(path: Path, build) -> tuple[list[torch.nn.Module], dict]:
-    """The models of a seed pack in vitedu/assets (vitedu.pretrained.load_seed_pack) and its recipe."""
+    """The models of a seed pack in vitedu/assets (vitedu.shipped.load_seed_pack) and its recipe."""
     models, meta = load_seed_pack(path.name, build)
     return models, meta["config"]
 

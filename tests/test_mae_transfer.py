@@ -13,7 +13,7 @@ from train_recipes import MAE_TINY
 
 import vitedu
 from vitedu import cluttered as C
-from vitedu.models import shipped_metadata
+from vitedu.shipped import shipped_metadata
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = {**MAE_TINY, "epochs": 1}

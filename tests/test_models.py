@@ -9,7 +9,8 @@ import torch
 
 import vitedu
 from vitedu import registry
-from vitedu.models import MODEL_CONFIGS, SHIPPED_WEIGHTS, VARIANT_CONFIGS, create_model, list_models
+from vitedu.models import MODEL_CONFIGS, VARIANT_CONFIGS, create_model, list_models
+from vitedu.shipped import SHIPPED_WEIGHTS
 
 
 @pytest.mark.parametrize("name", ["vit_digits_patch4_8", "deit_digits_patch2_8", "cait_cluttered_digits",
@@ -80,7 +81,7 @@ def test_every_model_carries_the_registry_cfg_for_the_model_as_built():
 
 def test_pretrained_loads_the_shipped_weights_and_marks_them_trained():
     model = create_model("vit_cluttered_digits", pretrained=True)
-    state = vitedu.models.load_shipped_weights("vit_cluttered_digits")
+    state = vitedu.shipped.load_shipped_weights("vit_cluttered_digits")
     assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
     assert model.pretrained_cfg["trained"] is True and model.pretrained_cfg["input_size"] == (1, 32, 32)
     tuned = create_model("vit_cluttered_digits", pretrained=True, drop_path_rate=0.2)  # training options are fine

@@ -8,8 +8,7 @@ import torch
 from safetensors.torch import save_file
 
 import vitedu
-from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD
-from vitedu.digits import DIGITS_MEAN, DIGITS_STD
+from vitedu.constants import CLUTTERED_MEAN, CLUTTERED_STD, DIGITS_MEAN, DIGITS_STD
 from vitedu.preprocess import create_transform, make_pretrained_cfg
 from vitedu.pretrained import timm_pretrained_cfg
 

@@ -87,7 +87,7 @@ def test_mismatched_checkpoint_names_every_problem(tmp_path):
     state["head.weight"] = torch.zeros(7, 48)
     state["extra.weight"] = torch.zeros(1)
     with pytest.raises(ValueError) as err:
-        vitedu.pretrained.load_checked(model, state)
+        vitedu.state_dicts.load_checked(model, state)
     message = str(err.value)
     assert "missing from checkpoint: ['norm.weight']" in message
     assert "unexpected in checkpoint: ['extra.weight']" in message
@@ -106,7 +106,7 @@ def test_mismatch_without_a_source_names_the_checkpoint_and_only_its_problems():
     the last line says how to fix it."""
     state = {**_tiny().state_dict(), "head.weight": torch.zeros(7, 48)}
     with pytest.raises(ValueError) as err:
-        vitedu.pretrained.load_checked(_tiny(), state)
+        vitedu.state_dicts.load_checked(_tiny(), state)
     lines = str(err.value).splitlines()
     assert lines[0] == "the model does not match the checkpoint:"
     assert lines[1:-1] == ["  shape mismatch: head.weight: checkpoint (7, 48) vs model (5, 48)"]
@@ -116,7 +116,7 @@ def test_mismatch_without_a_source_names_the_checkpoint_and_only_its_problems():
 def test_mismatch_lists_at_most_eight_shapes():
     """A checkpoint of another width mismatches every tensor: the first 8 are enough to see what is wrong."""
     with pytest.raises(ValueError, match=r"^the model does not match weights\.pth:") as err:
-        vitedu.pretrained.load_checked(_tiny(), _tiny(embed_dim=24).state_dict(), "weights.pth")
+        vitedu.state_dicts.load_checked(_tiny(), _tiny(embed_dim=24).state_dict(), "weights.pth")
     assert str(err.value).count("shape mismatch") == 8 < len(_tiny().state_dict())
 
 
@@ -129,7 +129,7 @@ def test_vit_specific_reasons_are_given_for_a_plain_vit_only():
     for model, hinted in ((_tiny(), True), (VisionTransformerDistilled(**TINY), False)):
         state = {**model.state_dict(), "blocks.0.attn.q_bias": torch.zeros(48)}
         with pytest.raises(ValueError, match=r"unexpected in checkpoint: \['blocks.N.attn.q_bias'\]") as err:
-            vitedu.pretrained.load_checked(model, state)
+            vitedu.state_dicts.load_checked(model, state)
         assert (reason in str(err.value)) is hinted and ("'q_bias'/'v_bias' are BEiT-style" in str(err.value)) is hinted
 
 
@@ -196,6 +196,6 @@ def test_in_memory_transformers_state_dict_converts(hf_model):
     """transformers >= 5 names parameters differently in memory (q_proj, o_proj, mlp.fc1) than on disk."""
     ours = vitedu.VisionTransformer(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5,
                                     mlp_ratio=2.0, norm_eps=1e-12).eval()
-    vitedu.pretrained.load_checked(ours, vitedu.pretrained.convert_hf_state_dict(hf_model.state_dict()))
+    vitedu.state_dicts.load_checked(ours, vitedu.hf_configs.convert_hf_state_dict(hf_model.state_dict()))
     images = torch.randn(2, 3, 32, 32)
     torch.testing.assert_close(ours(images), _hf_logits(hf_model, images), atol=1e-5, rtol=1e-5)

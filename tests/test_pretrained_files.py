@@ -13,8 +13,9 @@ from safetensors.torch import save_file
 from tools_loader import load_tool
 
 import vitedu
-from vitedu import pretrained
-from vitedu.pretrained import exact_mlp_ratio, from_pretrained
+from vitedu import hf_configs, pretrained, state_dicts
+from vitedu.hf_configs import exact_mlp_ratio
+from vitedu.pretrained import from_pretrained
 
 transformers = pytest.importorskip("transformers", reason="transformers is a test dependency")
 SMALL = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=5)
@@ -278,18 +279,18 @@ def test_config_fields_of_the_wrong_type(tmp_path, vit, config, field):
 def test_hf_config_without_model_type_is_a_vit():
     """transformers writes model_type, but a hand-written config.json that leaves it out still describes a ViT."""
     config = {k: v for k, v in HF.items() if k != "num_labels"}
-    assert pretrained.hf_config_to_kwargs(config)["embed_dim"] == 48
-    assert pretrained.hf_config_to_kwargs({**config, "model_type": "vit"}) == pretrained.hf_config_to_kwargs(config)
+    assert hf_configs.hf_config_to_kwargs(config)["embed_dim"] == 48
+    assert hf_configs.hf_config_to_kwargs({**config, "model_type": "vit"}) == hf_configs.hf_config_to_kwargs(config)
     with pytest.raises(ValueError, match="model_type 'deit'"):
-        pretrained.hf_config_to_kwargs({**config, "model_type": "deit"})
+        hf_configs.hf_config_to_kwargs({**config, "model_type": "deit"})
 
 
 def test_hf_config_fields_left_out_take_transformers_defaults():
     """A config.json holds only what differs from ViTConfig's defaults when written by hand: the rest is
     transformers' default (224 pixels, 16-pixel patches, RGB, MLP 4x, qkv bias, eps 1e-12), not ours."""
     minimal = {"hidden_size": 768, "num_hidden_layers": 2, "num_attention_heads": 12}
-    ours = pretrained.hf_config_to_kwargs(minimal)
-    theirs = pretrained.hf_config_to_kwargs(transformers.ViTConfig(**minimal).to_dict())
+    ours = hf_configs.hf_config_to_kwargs(minimal)
+    theirs = hf_configs.hf_config_to_kwargs(transformers.ViTConfig(**minimal).to_dict())
     fields = ("img_size", "patch_size", "in_chans", "mlp_ratio", "qkv_bias", "norm_eps")
     assert {k: ours[k] for k in fields} == {k: theirs[k] for k in fields}
     assert (ours["img_size"], ours["patch_size"], ours["in_chans"]) == (224, 16, 3)
@@ -302,22 +303,22 @@ def test_hf_config_fields_that_differ_from_the_defaults_are_all_honoured():
               "intermediate_size": 96, "image_size": 32, "patch_size": 8, "num_channels": 1,
               "id2label": {"0": "cat", "1": "dog"}, "layer_norm_eps": 1e-6, "qkv_bias": False,
               "architectures": ["ViTForImageClassification"]}
-    assert pretrained.hf_config_to_kwargs(config) == dict(
+    assert hf_configs.hf_config_to_kwargs(config) == dict(
         img_size=32, patch_size=8, in_chans=1, num_classes=2, embed_dim=48, depth=2, num_heads=3, mlp_ratio=2.0,
         qkv_bias=False, norm_eps=1e-6)
-    assert pretrained.hf_config_to_kwargs({**config, "architectures": ["ViTModel"]})["num_classes"] == 0
+    assert hf_configs.hf_config_to_kwargs({**config, "architectures": ["ViTModel"]})["num_classes"] == 0
 
 
 def test_hf_state_dict_conversion_drops_the_pooler_anywhere_and_names_unknown_keys():
     theirs = transformers.ViTForImageClassification(transformers.ViTConfig(**HF)).state_dict()
-    converted = pretrained.convert_hf_state_dict(theirs)
+    converted = hf_configs.convert_hf_state_dict(theirs)
     assert "blocks.1.attn.qkv.weight" in converted and not any(".query." in k for k in converted)
     pooler = {"vit.pooler.dense.weight": torch.zeros(48, 48), "vit.pooler.dense.bias": torch.zeros(48)}
-    first = pretrained.convert_hf_state_dict({**pooler, **theirs})  # ViTModel's pooler, here before everything else
+    first = hf_configs.convert_hf_state_dict({**pooler, **theirs})  # ViTModel's pooler, here before everything else
     assert first.keys() == converted.keys()
     assert all(torch.equal(first[k], v) for k, v in converted.items())
     with pytest.raises(ValueError, match=r"unrecognised keys \['encoder.layer.0.attention.attention.q_bias'\]"):
-        pretrained.convert_hf_state_dict({**theirs, "vit.encoder.layer.0.attention.attention.q_bias": torch.zeros(48)})
+        hf_configs.convert_hf_state_dict({**theirs, "vit.encoder.layer.0.attention.attention.q_bias": torch.zeros(48)})
 
 
 def test_overrides_compare_floats_with_a_tolerance(tmp_path):
@@ -403,7 +404,7 @@ def test_hf_class_names_follow_the_numeric_label_order(tmp_path):
 def test_mismatch_errors_fold_block_numbers(tmp_path, vit):
     state = {k.replace(".attn.qkv.", ".attn.fused."): v for k, v in vit.state_dict().items()}
     with pytest.raises(ValueError, match=r"blocks\.N\.attn\.fused\.weight") as err:
-        pretrained.load_checked(vitedu.VisionTransformer(**SMALL), state)
+        state_dicts.load_checked(vitedu.VisionTransformer(**SMALL), state)
     assert "blocks.0.attn.fused" not in str(err.value) and "blocks.1.attn.fused" not in str(err.value)
 
 

@@ -182,7 +182,7 @@ def _example() -> str:
 
 @pytest.mark.integration
 def test_python_example_runs_and_gives_the_shipped_models_accuracy():
-    from vitedu.models import shipped_metadata
+    from vitedu.shipped import shipped_metadata
 
     out = io.StringIO()
     namespace: dict = {}

@@ -5,7 +5,7 @@ import pytest
 import vitedu
 from vitedu import registry
 from vitedu.models import MODEL_CONFIGS, VARIANT_CONFIGS, list_models
-from vitedu.pretrained import SHIPPED_WEIGHTS
+from vitedu.shipped import SHIPPED_WEIGHTS
 from vitedu.timm_configs import TIMM_ARCHITECTURES, TIMM_VARIANTS, constructor_defaults, timm_kwargs
 from vitedu.vit import VisionTransformer
 

@@ -9,7 +9,8 @@ import torch
 
 import vitedu
 from vitedu import cluttered as C
-from vitedu.models import MODEL_CONFIGS, SHIPPED_WEIGHTS, load_shipped_weights, shipped_metadata
+from vitedu.models import MODEL_CONFIGS
+from vitedu.shipped import SHIPPED_WEIGHTS, load_shipped_weights, shipped_metadata
 
 
 def test_every_shipped_name_is_a_registered_model_and_file_is_small():
@@ -67,9 +68,9 @@ def test_shipped_model_reads_the_digit_at_every_sub_patch_offset():
 
 
 def test_seed_packs_load_every_seed_with_its_recipe():
-    """vitedu.pretrained.load_seed_pack: the packs chapter 8 reads on Colab (package data, not benchmarks/)."""
+    """vitedu.shipped.load_seed_pack: the packs chapter 8 reads on Colab (package data, not benchmarks/)."""
     from vitedu.cnn import ConvTeacher
-    from vitedu.pretrained import load_seed_pack
+    from vitedu.shipped import load_seed_pack
 
     def vit(config):
         return vitedu.create_model(config["model"], **config["model_kwargs"])
@@ -97,7 +98,7 @@ def test_seed_packs_load_every_seed_with_its_recipe():
 def test_seed_packs_reach_their_recorded_test_accuracy(pack):
     """tools/seed_weights.py records each seed's test accuracy in the pack (read once, after the recipe was chosen
     on val); re-measured on the stored float16 weights it agrees to within a few canvases of 2,000."""
-    from vitedu.pretrained import load_seed_pack
+    from vitedu.shipped import load_seed_pack
 
     models, meta = load_seed_pack(pack, lambda c: vitedu.create_model(c["model"], **c["model_kwargs"]))
     images, labels, _ = C.load_cluttered_digits("test", position_step=meta["config"]["position_step"])
@@ -118,7 +119,7 @@ def _tiny_vit():
 
 
 def test_shipped_weights_that_do_not_fit_name_the_model():
-    from vitedu.pretrained import load_shipped
+    from vitedu.shipped import load_shipped
 
     with pytest.raises(ValueError, match=r"^the model does not match the shipped weights of 'vit_cluttered_digits':"):
         load_shipped(_tiny_vit(), "vit_cluttered_digits")
@@ -141,17 +142,17 @@ def test_shipped_cfg_comes_from_the_file_metadata():
 def test_what_the_metadata_does_not_record_comes_from_the_registry(monkeypatch, recorded, expected):
     """A shipped file without a pretrained_cfg in its metadata gets the registry entry's, for trained weights; a
     partial one is completed from the registry entry, field by field."""
-    from vitedu import pretrained
+    from vitedu import shipped
 
     metadata = {} if recorded is None else {"pretrained_cfg": json.dumps(recorded)}
-    monkeypatch.setattr(pretrained, "shipped_metadata", lambda name: metadata)
-    model = pretrained.load_shipped(vitedu.create_model("vit_cluttered_digits"), "vit_cluttered_digits")
-    registry = pretrained.registry_cfg("vit_cluttered_digits", model, trained=True)
+    monkeypatch.setattr(shipped, "shipped_metadata", lambda name: metadata)
+    model = shipped.load_shipped(vitedu.create_model("vit_cluttered_digits"), "vit_cluttered_digits")
+    registry = shipped.registry_cfg("vit_cluttered_digits", model, trained=True)
     assert model.pretrained_cfg == {**registry, **expected} and model.pretrained_cfg["trained"] is True
 
 
 def test_a_missing_seed_pack_lists_the_packs_shipped():
-    from vitedu.pretrained import load_seed_pack
+    from vitedu.shipped import load_seed_pack
 
     with pytest.raises(ValueError, match="the packs shipped are: ") as err:
         load_seed_pack("nothing.safetensors", lambda config: _tiny_vit())
@@ -161,7 +162,7 @@ def test_a_missing_seed_pack_lists_the_packs_shipped():
 
 
 def test_a_seed_pack_that_does_not_fit_the_model_names_the_seed_and_the_pack():
-    from vitedu.pretrained import load_seed_pack
+    from vitedu.shipped import load_seed_pack
 
     with pytest.raises(ValueError, match=r"^the model does not match seed 0 of cnn_grid_3_seeds.safetensors:"):
         load_seed_pack("cnn_grid_3_seeds.safetensors", lambda config: _tiny_vit())

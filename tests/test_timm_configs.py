@@ -181,7 +181,7 @@ def test_every_supported_architecture_matches_timm(arch):
     patch = ours_kwargs["patch_size"]
     theirs = timm.create_model(arch, pretrained=False, depth=1, img_size=2 * patch, num_classes=3).eval()
     from vitedu import VisionTransformer
-    from vitedu.pretrained import load_checked
+    from vitedu.state_dicts import load_checked
 
     ours = VisionTransformer(**{**ours_kwargs, "depth": 1, "img_size": 2 * patch, "num_classes": 3})
     load_checked(ours, theirs.state_dict())

@@ -33,13 +33,13 @@ _LAZY = {
     "create_transform": "preprocess", "resolve_data_config": "preprocess",
     "TensorLoader": "loaders", "load_cifar10": "cifar", "load_digits": "digits",
     "load_cluttered_digits": "cluttered",
-    "PRESETS": "train", "TrainConfig": "train", "fit": "train", "load_trained": "train",
+    "PRESETS": "config", "TrainConfig": "config", "fit": "train", "load_trained": "train",
 }
 _SUBMODULES = (
-    "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "convit", "data", "deit", "digits",
-    "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders", "mae",
-    "mae_pretrain", "mimetic", "models", "preprocess", "pretrained", "probes", "registry", "shift", "timm_configs",
-    "train", "utils", "vit",
+    "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit", "data",
+    "deit", "digits", "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders",
+    "mae", "mae_pretrain", "mimetic", "models", "preprocess", "pretrained", "probes", "registry", "shift", "shipped",
+    "state_dicts", "timm_configs", "train", "utils", "vit",
 )
 
 

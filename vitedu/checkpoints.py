@@ -218,7 +218,7 @@ def save_weights(path: str | os.PathLike, result: Any) -> None:
     model's ``pretrained_cfg`` (input size, mean, std) as metadata. ``result`` is ``vitedu.train.fit``'s.
 
     ``vitedu.create_model(result.config.model, pretrained=True)`` loads such a file once its registry entry names
-    it (``vitedu.registry.MODELS``); ``vitedu.pretrained.shipped_metadata`` reads the metadata back.
+    it (``vitedu.registry.MODELS``); ``vitedu.shipped.shipped_metadata`` reads the metadata back.
     """
     meta = {"model": result.config.model, "config": json.dumps(asdict(result.config)),
             "val_acc": f"{result.history.val_acc[-1]:.4f}", "test_acc": f"{result.test_acc:.4f}"}

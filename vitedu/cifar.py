@@ -32,9 +32,6 @@ CIFAR10_MD5 = "c58f30108f718f92721af3b95e74349a"  # published on https://www.cs.
 CIFAR10_ARCHIVE = "cifar-10-python.tar.gz"
 CIFAR10_DIR = "cifar-10-batches-py"
 CIFAR10_FILES = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch", "batches.meta"]
-CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
-CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)  # per channel, over the 50,000 training images
-CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
 
 def md5sum(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:

@@ -45,22 +45,26 @@ from .augment import (
 )
 from .cifar import (
     CIFAR10_ARCHIVE,
-    CIFAR10_CLASSES,
     CIFAR10_DIR,
     CIFAR10_FILES,
     CIFAR10_MD5,
-    CIFAR10_MEAN,
-    CIFAR10_STD,
     CIFAR10_URL,
     load_cifar10,
     md5sum,
 )
-from .cluttered import CLUTTERED_MEAN, CLUTTERED_STD, ClutteredLoader, cluttered_loaders, load_cluttered_digits
+from .cluttered import ClutteredLoader, cluttered_loaders, load_cluttered_digits
+from .constants import (
+    CIFAR10_CLASSES,
+    CIFAR10_MEAN,
+    CIFAR10_STD,
+    CLUTTERED_MEAN,
+    CLUTTERED_STD,
+    DIGITS_MEAN,
+    DIGITS_STD,
+)
 from .digits import (
     DIGITS_MAX,
-    DIGITS_MEAN,
     DIGITS_SPLIT_SIZES,
-    DIGITS_STD,
     Split,
     digits_arrays,
     load_digits,
@@ -69,6 +73,9 @@ from .digits import (
 )
 from .loaders import DatasetError, TensorLoader, denormalize
 from .registry import model_kwargs
+
+# The datasets make_loaders knows, by TrainConfig.dataset.
+DATASETS = ("digits", "cluttered_digits", "cifar10", "imagefolder")
 
 
 def make_loaders(config: Any, device: torch.device | str = "cpu") -> dict[str, Any]:
@@ -89,8 +96,8 @@ def make_loaders(config: Any, device: torch.device | str = "cpu") -> dict[str, A
         splits, _ = imagefolder.load_image_folder(config.data_root, img_size, config.seed)
         (mean, std), max_value = imagefolder.channel_stats(splits["train"][0]), 255
     else:
-        raise ValueError(f"unknown dataset {config.dataset!r}; choose 'digits', 'cluttered_digits', 'cifar10' or "
-                         "'imagefolder' (with data_root, your folder of class folders)")
+        raise ValueError(f"unknown dataset {config.dataset!r}; choose from {', '.join(DATASETS)} (imagefolder "
+                         "with data_root, your folder of class folders)")
     if config.augment not in AUGMENTATIONS:
         raise ValueError(f"unknown augment {config.augment!r}; choose from {sorted(AUGMENTATIONS)}")
     train = stratified_subset(splits["train"], config.train_fraction, config.seed)
@@ -109,7 +116,8 @@ def make_loaders(config: Any, device: torch.device | str = "cpu") -> dict[str, A
 
 __all__ = [
     "AUGMENTATIONS", "Augment", "CIFAR10_ARCHIVE", "CIFAR10_CLASSES", "CIFAR10_DIR", "CIFAR10_FILES", "CIFAR10_MD5",
-    "CIFAR10_MEAN", "CIFAR10_STD", "CIFAR10_URL", "CLUTTERED_MEAN", "CLUTTERED_STD", "ClutteredLoader", "DIGITS_MAX",
+    "CIFAR10_MEAN", "CIFAR10_STD", "CIFAR10_URL", "CLUTTERED_MEAN", "CLUTTERED_STD", "ClutteredLoader", "DATASETS",
+    "DIGITS_MAX",
     "DIGITS_MEAN", "DIGITS_SPLIT_SIZES", "DIGITS_STD", "DatasetError", "Split", "TensorLoader", "cifar_augment",
     "cifar_augment_strong", "cluttered_loaders", "denormalize", "digits_arrays", "digits_augment", "digits_warp",
     "load_cifar10", "load_cluttered_digits", "load_digits", "make_loaders", "md5sum", "rand_augment_light",

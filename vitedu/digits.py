@@ -23,8 +23,6 @@ Split = tuple[Tensor, Tensor]  # (images (N, C, H, W) uint8, labels (N,) int64)
 DIGITS_FILE = "digits.npz"
 DIGITS_MAX = 16  # pixel values are counts 0..16 (each pixel summarises a 4x4 block of a 32x32 bitmap)
 DIGITS_SPLIT_SIZES = {"train": 1259, "val": 179, "test": 359}
-# Mean and std of the training split after scaling to [0, 1] (a test checks them).
-DIGITS_MEAN, DIGITS_STD = (0.3057,), (0.3763,)
 
 
 def digits_arrays() -> tuple[np.ndarray, np.ndarray]:

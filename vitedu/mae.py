@@ -29,7 +29,8 @@ from torch import Tensor, nn
 
 from .blocks import Block
 from .patching import check_images, pair, patchify, sincos_pos_embed_2d, unpatchify
-from .pretrained import SHIPPED_WEIGHTS, load_checked, load_shipped_weights, shipped_metadata
+from .shipped import SHIPPED_WEIGHTS, load_shipped_weights, shipped_metadata
+from .state_dicts import load_checked
 from .vit import VisionTransformer
 
 

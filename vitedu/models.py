@@ -13,8 +13,11 @@ from typing import Any
 from torch import nn
 
 from .preprocess import attach_pretrained_cfg
-from .pretrained import SHIPPED_WEIGHTS, load_shipped, load_shipped_weights, registry_cfg, shipped_metadata
 from .registry import MODELS, get_entry
+
+# load_shipped_weights and shipped_metadata are not used here: chapters 8 and 10 and tests/test_shipped_mae.py read
+# them as vitedu.models.<name> (they are vitedu.shipped's).
+from .shipped import load_shipped, load_shipped_weights, registry_cfg, shipped_file, shipped_metadata  # noqa: F401
 from .vit import VisionTransformer
 
 # name -> keyword arguments of VisionTransformer (the plain ViTs of the registry).
@@ -35,26 +38,20 @@ def list_models() -> list[str]:
 def create_model(name: str, pretrained: bool = False, **overrides: Any) -> nn.Module:
     """Build a named model; keyword arguments override the preset (e.g. ``num_classes=10``).
 
-    ``pretrained=True`` loads the trained weights shipped with vitedu for that name (see ``SHIPPED_WEIGHTS``);
+    ``pretrained=True`` loads the trained weights shipped with vitedu for that name (``vitedu.shipped``);
     overrides must then leave the architecture unchanged (e.g. ``drop_path_rate`` is fine, ``depth`` is not).
     For checkpoints from the Hugging Face hub or timm files, use ``vitedu.from_pretrained`` instead.
     The model carries ``model.pretrained_cfg``. With trained weights it comes in eval mode, as from
     ``from_pretrained`` (call ``.train()`` to fine-tune it), and refuses un-normalised inputs in either mode
     (see ``vitedu.preprocess``).
     """
-    if pretrained and name not in SHIPPED_WEIGHTS:
-        get_entry(name)  # an unknown name is named as such first
-        raise ValueError(
-            f"no trained weights are shipped with vitedu for {name!r}. Models with shipped weights: "
-            f"{', '.join(sorted(SHIPPED_WEIGHTS))}. Use pretrained=False for a randomly initialised {name!r}, "
-            "or vitedu.from_pretrained(...) for a checkpoint file or a Hugging Face hub id."
-        )
-    entry = get_entry(name)
+    entry = get_entry(name)  # an unknown name is named as such first
+    if pretrained:
+        shipped_file(name)  # a name without shipped weights is refused before anything is built
     model = entry.model_class(**{**entry.kwargs, **overrides})
     if pretrained:
         return load_shipped(model, name).eval()
     return attach_pretrained_cfg(model, registry_cfg(name, model, trained=False))
 
 
-__all__ = ["MODEL_CONFIGS", "SHIPPED_WEIGHTS", "VARIANT_CONFIGS", "create_model", "list_models",
-           "load_shipped_weights", "shipped_metadata"]
+__all__ = ["MODEL_CONFIGS", "VARIANT_CONFIGS", "create_model", "list_models"]

@@ -37,6 +37,9 @@ INTERPOLATIONS = ("nearest", "bilinear", "bicubic")
 CROP_MODES = ("center", "squash")
 # PIL's resampling codes, as Hugging Face's preprocessor_config.json writes them ("resample": 2).
 PIL_RESAMPLE = {0: "nearest", 2: "bilinear", 3: "bicubic"}
+# The keys of a pretrained_cfg that make_pretrained_cfg takes back (what a weights file records and restores).
+PRETRAINED_CFG_KEYS = ("input_size", "num_classes", "mean", "std", "interpolation", "crop_pct", "crop_mode",
+                       "label_names")
 
 
 def make_pretrained_cfg(
@@ -259,5 +262,5 @@ def create_transform(model_or_cfg: Union[nn.Module, dict[str, Any]], **overrides
     return Transform(resolve_data_config(model_or_cfg, **overrides))
 
 
-__all__ = ["InputCheck", "Transform", "attach_pretrained_cfg", "create_transform", "make_pretrained_cfg",
-           "model_input_size", "pil_to_tensor", "resolve_data_config"]
+__all__ = ["PRETRAINED_CFG_KEYS", "InputCheck", "Transform", "attach_pretrained_cfg", "create_transform",
+           "make_pretrained_cfg", "model_input_size", "pil_to_tensor", "resolve_data_config"]

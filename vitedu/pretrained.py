@@ -1,7 +1,7 @@
-"""Load trained weights: the models shipped with vitedu, Hugging Face directories and hub ids, timm's hub format,
-state_dicts. Every model loaded here carries ``model.pretrained_cfg`` (``vitedu.preprocess``): its input size and
-normalisation, read from the checkpoint where the checkpoint records them (Hugging Face's
-``preprocessor_config.json``, timm's ``pretrained_cfg`` in ``config.json``), from the registry for shipped models,
+"""``from_pretrained``: load checkpoints made elsewhere: Hugging Face directories and hub ids, timm's hub format,
+state_dicts (the weights shipped inside vitedu are ``vitedu.shipped``'s). Every model loaded here carries
+``model.pretrained_cfg`` (``vitedu.preprocess``): its input size and normalisation, read from the checkpoint
+where it records them (Hugging Face's ``preprocessor_config.json``, timm's ``pretrained_cfg`` in ``config.json``),
 and ``None`` where no source says.
 
 timm checkpoints of DeiT-distilled, CaiT and ConViT (``vitedu.timm_configs.TIMM_VARIANTS``) load into vitedu's
@@ -34,172 +34,21 @@ Loading never runs code from the checkpoint (see ``vitedu.checkpoints``).
 
 from __future__ import annotations
 
-import json
 import math
-import re
 import warnings
-from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from torch import Tensor, nn
 
-from .cait import Cait
 from .checkpoints import read_json, read_state_dict, require_types
-from .convit import ConVit
-from .deit import VisionTransformerDistilled
-from .hf_configs import convert_hf_state_dict, exact_mlp_ratio, hf_config_to_kwargs, hf_preprocessor_cfg
+from .hf_configs import convert_hf_state_dict, hf_config_to_kwargs, hf_preprocessor_cfg
 from .patching import resample_pos_embed
 from .preprocess import attach_pretrained_cfg, make_pretrained_cfg, model_input_size
-from .registry import MODELS, get_entry, shipped_names
-from .timm_configs import (
-    TIMM_ARCHITECTURES,
-    constructor_defaults,
-    family_archs,
-    key_reasons,
-    split_tag,
-    state_family,
-    timm_kwargs,
-    timm_model_class,
-)
+from .shipped import load_seed_pack  # noqa: F401  chapters 8 and 9 import it from here (vitedu.shipped's)
+from .state_dicts import KNOWN_HEADS, fold_keys, infer_timm_kwargs, load_checked, model_class_for_state
+from .timm_configs import constructor_defaults, key_reasons, split_tag, timm_kwargs, timm_model_class
 from .vit import VisionTransformer
-
-
-def load_checked(model: nn.Module, state: dict[str, Tensor], source: str | Path | None = None) -> nn.Module:
-    """``load_state_dict`` that names every missing key, unexpected key and shape mismatch at once.
-
-    When the keys reveal a feature vitedu's ViT lacks (e.g. BEiT's ``q_bias``), the error says so.
-    """
-    expected = model.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    shapes = [
-        f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}"
-        for k in expected
-        if k in state and state[k].shape != expected[k].shape
-    ]
-    if missing or unexpected or shapes:
-        lines = [f"the model does not match {source or 'the checkpoint'}:"]
-        lines += [f"  missing from checkpoint: {_fold(missing)}"] if missing else []
-        lines += [f"  unexpected in checkpoint: {_fold(unexpected)}"] if unexpected else []
-        lines += [f"  shape mismatch: {s}" for s in shapes[:8]]
-        if type(model) is VisionTransformer:  # the reasons name what a plain ViT lacks
-            lines += [f"  it has {r}, which vitedu's ViT does not implement" for r in key_reasons(state)]
-        lines.append("Build the model with the checkpoint's configuration (patch size, width, depth, heads, classes).")
-        raise ValueError("\n".join(lines))
-    model.load_state_dict(state)
-    return model
-
-
-
-# ----------------------------------------------------------------------------------------------------
-# Weights shipped inside the package (vitedu/assets), so they work offline and on Colab with the package alone.
-# ----------------------------------------------------------------------------------------------------
-
-# name -> file in vitedu/assets: a view of the registry's entries whose weights ship with vitedu. Each file is made
-# by ``make weights`` (the training CLI); its safetensors metadata holds the training config, the measured test
-# accuracy and the pretrained_cfg (input size, mean, std) the model was trained with.
-SHIPPED_WEIGHTS: dict[str, str] = {name: MODELS[name].weights for name in shipped_names()}
-
-
-def shipped_file(name: str):  # -> importlib.resources Traversable
-    """The shipped weights file of ``name``, or a ValueError listing the models that have one."""
-    if name not in SHIPPED_WEIGHTS:
-        raise ValueError(
-            f"no trained weights are shipped with vitedu for {name!r}. Models with shipped weights: "
-            f"{', '.join(sorted(SHIPPED_WEIGHTS))}. Use pretrained=False for a randomly initialised {name!r}, "
-            "or vitedu.from_pretrained(...) for a checkpoint file or a Hugging Face hub id."
-        )
-    return resources.files("vitedu").joinpath("assets", SHIPPED_WEIGHTS[name])
-
-
-def load_shipped_weights(name: str) -> dict[str, Tensor]:
-    """The state_dict of a model trained and shipped with vitedu: {parameter name: tensor}."""
-    from safetensors.torch import load
-
-    return load(shipped_file(name).read_bytes())
-
-
-def shipped_metadata(name: str) -> dict[str, str]:
-    """What the shipped file says about itself: the training config (JSON) and the measured test accuracy."""
-    from safetensors import safe_open
-
-    with resources.as_file(shipped_file(name)) as path, safe_open(str(path), framework="pt") as f:
-        return dict(f.metadata() or {})
-
-
-def load_seed_pack(
-    filename: str, build: Callable[[dict[str, Any]], nn.Module]
-) -> tuple[list[nn.Module], dict[str, Any]]:
-    """The models of a seed pack in vitedu/assets: several training runs of one recipe in one file.
-
-    A pack (written by ``tools/seed_weights.py``) stores run s under the keys ``seed{s}.<state_dict key>``
-    (float16, to stay small) and lists its seeds in the metadata, with the recipe ("config", JSON) and, where
-    measured, "val_acc" and "test_acc" (comma-separated, one per seed). -> (models in eval mode, in float32, one
-    per seed in the metadata's order; the metadata with "config" parsed and "seeds" as a list of ints).
-    ``build(config)`` makes an empty model for one run, e.g. for a ViT pack
-    ``lambda config: vitedu.create_model(config["model"], **config["model_kwargs"])``, and for the CNNs of the
-    shift experiment ``lambda config: vitedu.cnn.ConvTeacher(1, 10)``.
-    """
-    from safetensors import safe_open
-    from safetensors.torch import load
-
-    path = resources.files("vitedu").joinpath("assets", filename)
-    if not path.is_file():
-        packs = sorted(p.name for p in resources.files("vitedu").joinpath("assets").iterdir()
-                       if p.name.endswith("_seeds.safetensors"))
-        raise ValueError(f"no seed pack {filename!r} in vitedu/assets; the packs shipped are: {', '.join(packs)}")
-    with resources.as_file(path) as local, safe_open(str(local), framework="pt") as f:
-        meta: dict[str, Any] = dict(f.metadata() or {})
-    if "seeds" not in meta or "config" not in meta:
-        raise ValueError(f"{filename} has no 'seeds' or 'config' in its metadata: it is not a seed pack "
-                         "(tools/seed_weights.py writes them); for one model use create_model(name, pretrained=True)")
-    meta["config"] = json.loads(meta["config"])
-    meta["seeds"] = [int(s) for s in meta["seeds"].split(",")]
-    tensors = load(path.read_bytes())
-    models = []
-    for seed in meta["seeds"]:
-        prefix = f"seed{seed}."
-        state = {k[len(prefix):]: v.float() for k, v in tensors.items() if k.startswith(prefix)}
-        model = build(meta["config"])
-        load_checked(model, state, f"seed {seed} of {filename}")
-        models.append(model.eval())
-    return models, meta
-
-
-def registry_cfg(name: str, model: nn.Module, trained: bool) -> dict[str, Any]:
-    """The ``pretrained_cfg`` the registry entry of ``name`` states, for ``model`` as built (its input size and
-    classes, which overrides may have changed)."""
-    entry = get_entry(name)
-    labels = entry.label_names if entry.label_names and len(entry.label_names) == model.num_classes else None
-    input_size = model_input_size(model)
-    mean, std = entry.mean, entry.std
-    why = "the registry entry" if mean is not None else "unknown for a timm name: the checkpoint's tag decides"
-    if mean is not None and len(mean) != input_size[0]:  # in_chans overridden: the entry's statistics do not fit
-        mean, std, why = None, None, f"unknown: {input_size[0]} input channels, the entry's data has {len(mean)}"
-    return make_pretrained_cfg(
-        input_size=input_size, num_classes=model.num_classes, mean=mean, std=std,
-        interpolation=entry.interpolation, crop_pct=entry.crop_pct, label_names=labels,
-        source=f"vitedu.registry.MODELS[{name!r}] ({why})", trained=trained,
-    )
-
-
-def load_shipped(model: nn.Module, name: str) -> nn.Module:
-    """Load the weights shipped for ``name`` into ``model`` and attach their ``pretrained_cfg``.
-
-    The cfg comes from the file's metadata (``pretrained_cfg``, written by ``vitedu.train.save_weights``) where it
-    has one, else from the registry entry."""
-    load_checked(model, load_shipped_weights(name), f"the shipped weights of {name!r}")
-    cfg = registry_cfg(name, model, trained=True)
-    recorded = json.loads(shipped_metadata(name).get("pretrained_cfg", "{}"))
-    if recorded:
-        cfg = make_pretrained_cfg(**{**{k: cfg[k] for k in _CFG_ARGS}, **{k: recorded[k] for k in _CFG_ARGS if k in
-                                     recorded}, "source": f"the metadata of the shipped file of {name!r}",
-                                     "trained": True})
-    return attach_pretrained_cfg(model, cfg)
-
-
-_CFG_ARGS = ("input_size", "num_classes", "mean", "std", "interpolation", "crop_pct", "crop_mode", "label_names")
 
 
 def timm_pretrained_cfg(config: dict[str, Any], path: Path, model: nn.Module,
@@ -215,73 +64,6 @@ def timm_pretrained_cfg(config: dict[str, Any], path: Path, model: nn.Module,
         f"{path / 'config.json'} states no mean/std in its pretrained_cfg: the normalisation is unknown",
     )
 
-
-def _fold(keys: list[str]) -> list[str]:
-    """Key names with block numbers folded (``blocks.N.attn.q_bias``), so 12 blocks make one entry."""
-    return sorted({re.sub(r"^blocks\.\d+\.", "blocks.N.", k) for k in keys})
-
-
-_KNOWN_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1280: 16}  # timm's Ti/S/B/L/H: 64-wide heads, 80 for H
-
-
-def _infer_timm_kwargs(state: dict[str, Tensor], source: Path,
-                       model_class: type[nn.Module] = VisionTransformer) -> dict[str, Any]:
-    """Read a ViT's configuration off the shapes in a timm state_dict (everything but the number of heads).
-
-    For CaiT and ConViT: what their tensors record (width, patch, channels, resolution, classes, depths).
-    """
-    required = ["patch_embed.proj.weight", "pos_embed", "blocks.0.mlp.fc1.weight"]
-    missing = [k for k in required if k not in state]
-    if missing:
-        raise ValueError(
-            f"{source} is not a timm ViT state_dict: it lacks {missing}. Its keys: {_fold(list(state))[:12]}"
-        )
-    dims = {"patch_embed.proj.weight": 4, "pos_embed": 3, "blocks.0.mlp.fc1.weight": 2, "head.weight": 2}
-    wrong = [f"{k} {tuple(state[k].shape)} (expected {n} axes)" for k, n in dims.items() if k in state
-             and state[k].dim() != n]
-    if wrong:
-        raise ValueError(f"{source} is not a timm ViT state_dict: {', '.join(wrong)}")
-    embed_dim, in_chans, patch, _ = state["patch_embed.proj.weight"].shape
-    # Tokens with a position besides the patches: [CLS] (and DeiT's [DIST]); CaiT's and ConViT's [CLS] has none.
-    prefix = {VisionTransformer: int("cls_token" in state), VisionTransformerDistilled: 2}.get(model_class, 0)
-    grid = math.isqrt(state["pos_embed"].shape[1] - prefix)
-    shapes = dict(
-        img_size=grid * patch, patch_size=patch, in_chans=in_chans, embed_dim=embed_dim,
-        depth=_count_blocks(state, "blocks"),
-        num_classes=state["head.weight"].shape[0] if "head.weight" in state else 0,
-        mlp_ratio=exact_mlp_ratio(state["blocks.0.mlp.fc1.weight"].shape[0], embed_dim),
-    )
-    if model_class is Cait:
-        return shapes | dict(depth_token_only=_count_blocks(state, "blocks_token_only"))
-    if model_class is ConVit:
-        return shapes | dict(local_up_to_layer=sum(k.endswith(".attn.gating_param") for k in state))
-    return shapes | dict(
-        pool="cls" if prefix else "mean",
-        qkv_bias="blocks.0.attn.qkv.bias" in state,
-        init_values=1e-5 if "blocks.0.ls1.gamma" in state else None,  # LayerScale on; the file's gammas replace 1e-5
-    )
-
-
-def _count_blocks(state: dict[str, Tensor], stage: str) -> int:
-    """How many blocks a stage holds: ``blocks.0.*`` ... ``blocks.11.*`` -> 12."""
-    return len({k.split(".")[1] for k in state if k.startswith(f"{stage}.")})
-
-
-def _model_class(state: dict[str, Tensor], arch: str | None, source: Path) -> type[nn.Module]:
-    """The vitedu class for a state_dict: the ViT successor its keys reveal, which ``arch`` must then name."""
-    found, family, key = state_family(state)
-    expected = timm_model_class(arch) if arch is not None else VisionTransformer
-    if found is expected:
-        return found
-    width = state["patch_embed.proj.weight"].shape[0] if "patch_embed.proj.weight" in state else None
-    names = [n for n in family_archs(found) if timm_kwargs(n)["embed_dim"] == width]
-    hint = (f"pass arch={names[0]!r}" if names else f"vitedu names no {family} of width {width} (it names "
-            f"{', '.join(family_archs(found))}): build a {found.__name__} with its configuration and load_state_dict")
-    if arch is None:
-        raise ValueError(f"{source} holds a {family} state_dict (it has {key!r}); its tensors do not record the "
-                         f"number of heads and the rest of its architecture: {hint}")
-    has = f"it has {key!r}" if key else "it has none of 'dist_token', 'blocks_token_only', 'gating_param'"
-    raise ValueError(f"{source} is not a {split_tag(arch)[0]}: its keys are those of a {family} ({has}): {hint}")
 
 
 # Model arguments that fix what the weights compute. An override of one of these that contradicts
@@ -487,14 +269,14 @@ def _from_state_dict_file(path: Path, arch: str | None, checkpoint_key: str | No
             pinned = timm_kwargs(arch, state=state)
         except ValueError as err:
             raise ValueError(f"{path}: {err}") from err
-    model_class = _model_class(state, arch, path)
+    model_class = model_class_for_state(state, arch, path)
     reasons = key_reasons(state) if model_class is VisionTransformer else []
     if reasons:
         raise ValueError(
             f"{path} cannot be loaded exactly: it has {'; '.join(reasons)}, which vitedu's ViT does not implement. "
-            f"Its keys: {_fold(list(state))[:16]}"
+            f"Its keys: {fold_keys(list(state))[:16]}"
         )
-    shapes = _infer_timm_kwargs(state, path, model_class)
+    shapes = infer_timm_kwargs(state, path, model_class)
     img_size = overrides.pop("img_size", None)
     if arch is not None:
         wrong = [f"{k} {shapes[k]} (a {split_tag(arch)[0]} has {pinned[k]})" for k in ("embed_dim", "patch_size")
@@ -512,12 +294,12 @@ def _from_state_dict_file(path: Path, arch: str | None, checkpoint_key: str | No
         assumed = ["exact GELU", "pre-norm blocks", "LayerNorm eps 1e-6",
                    "[CLS] pooling" if shapes["pool"] == "cls" else "mean pooling with the final LayerNorm after it"]
         if "num_heads" not in overrides:
-            if shapes["embed_dim"] not in _KNOWN_HEADS:
+            if shapes["embed_dim"] not in KNOWN_HEADS:
                 raise ValueError(
                     f"{path} does not record the number of heads, and width {shapes['embed_dim']} is not one of "
                     f"timm's standard ViTs; pass num_heads=... or the timm architecture, arch='...'"
                 )
-            recorded["num_heads"] = _KNOWN_HEADS[shapes["embed_dim"]]
+            recorded["num_heads"] = KNOWN_HEADS[shapes["embed_dim"]]
             assumed.insert(0, f"num_heads={recorded['num_heads']} (timm's usual count for width {shapes['embed_dim']})")
         warnings.warn(
             f"{path} is a bare state_dict: it does not record the number of heads, the activation, the pooling or "
@@ -558,7 +340,4 @@ def _download(hub_id: str) -> Path:
         raise OSError(f"could not fetch {hub_id!r} from the Hugging Face hub ({type(err).__name__}: {err})") from err
 
 
-__all__ = ["SHIPPED_WEIGHTS", "TIMM_ARCHITECTURES", "convert_hf_state_dict", "exact_mlp_ratio", "from_pretrained",
-           "hf_config_to_kwargs", "hf_preprocessor_cfg", "load_checked", "load_seed_pack", "load_shipped",
-           "load_shipped_weights",
-           "registry_cfg", "shipped_file", "shipped_metadata", "timm_pretrained_cfg"]
+__all__ = ["from_pretrained", "timm_pretrained_cfg"]

@@ -19,14 +19,19 @@ from typing import Any, Optional
 from torch import nn
 
 from .cait import Cait
-from .cifar import CIFAR10_CLASSES, CIFAR10_MEAN, CIFAR10_STD
-from .cluttered import CLUTTERED_MEAN, CLUTTERED_STD
+from .constants import (
+    CIFAR10_CLASSES,
+    CIFAR10_MEAN,
+    CIFAR10_STD,
+    CLUTTERED_MEAN,
+    CLUTTERED_STD,
+    DIGIT_NAMES,
+    DIGITS_MEAN,
+    DIGITS_STD,
+)
 from .convit import ConVit
 from .deit import VisionTransformerDistilled
-from .digits import DIGITS_MEAN, DIGITS_STD
 from .vit import VisionTransformer
-
-DIGIT_NAMES = tuple(str(d) for d in range(10))
 
 
 @dataclass(frozen=True)
@@ -180,4 +185,4 @@ def timm_names() -> list[str]:
     return [name for name, entry in MODELS.items() if entry.pretrained == "timm"]
 
 
-__all__ = ["DIGIT_NAMES", "MODELS", "ModelEntry", "get_entry", "model_kwargs", "shipped_names", "timm_names"]
+__all__ = ["MODELS", "ModelEntry", "get_entry", "model_kwargs", "shipped_names", "timm_names"]

@@ -1,6 +1,6 @@
 """Train a ViT: the loop, its schedule, checkpoints that resume, and a command line.
 
-    python -m vitedu.train --dataset digits              # 8x8 digits, CPU, about a minute
+    python -m vitedu.train --dataset digits              # 8x8 digits, offline, on a CPU
     python -m vitedu.train --dataset cifar10 --out runs/c10   # a GPU and the internet (once)
     python -m vitedu.train --dataset imagefolder --data-root my_images   # your own images, a folder per class
     torchrun --nproc_per_node=2 -m vitedu.train --dataset digits   # 2 processes (vitedu.distributed)
@@ -32,8 +32,6 @@ from tqdm import tqdm  # console bars: tqdm.auto warns on import in a notebook w
 from . import distributed, imagefolder
 from .augment import AUGMENTATIONS
 from .checkpoints import (
-    MODEL_FILE,
-    OPTIMIZER_FILE,
     STATE_FILE,
     TEACHER_FILE,
     load_checkpoint,
@@ -41,102 +39,15 @@ from .checkpoints import (
     save_state_dict,
     save_weights,
 )
-from .cluttered import POSITION_STEP
 from .cnn import ConvTeacher, load_conv_teacher
+from .config import PRESETS, ConfigError, TrainConfig
 from .data import make_loaders
 from .deit import distillation_loss, distillation_token_loss
-from .loaders import TensorLoader
+from .loaders import DatasetError, TensorLoader
 from .models import create_model
-from .preprocess import attach_pretrained_cfg, make_pretrained_cfg, model_input_size
+from .preprocess import PRETRAINED_CFG_KEYS, attach_pretrained_cfg, make_pretrained_cfg, model_input_size
 from .registry import MODELS
 from .utils import count_parameters, get_device, seed_everything
-
-
-@dataclass
-class TrainConfig:
-    """Everything that defines a run; saved next to every checkpoint, so a run can be resumed."""
-
-    dataset: str = "digits"  # "digits" (offline, shipped) or "cifar10" (downloaded once)
-    model: str = "vit_digits_patch2_8"  # a name from vitedu.MODEL_CONFIGS
-    model_kwargs: dict = field(default_factory=dict)  # overrides, e.g. {"drop_path_rate": 0.1}
-    epochs: int = 100
-    batch_size: int = 64
-    lr: float = 2e-3  # peak learning rate, reached after the warm-up
-    min_lr: float = 1e-5  # where the cosine ends
-    warmup_epochs: float = 5.0
-    weight_decay: float = 0.05
-    label_smoothing: float = 0.1
-    grad_clip: float = 1.0  # max global gradient norm (0 = off)
-    augment: str = "digits"  # a key of vitedu.data.AUGMENTATIONS
-    teacher_epochs: int = 0  # > 0: first train a small CNN teacher this long, then distil it (DeiT)
-    teacher_path: str = ""  # a trained convnet to distil instead (vitedu.cnn.save_conv_teacher's file)
-    distill_alpha: float = 0.5  # weight of the distillation loss
-    distill_temperature: float = 0.0  # 0: hard distillation (teacher's argmax); > 0: soft (Hinton), this T
-    # A ViT learns labels and teacher through its one head (the Hinton-style baseline); a DeiT model
-    # (create_model("deit_...")) learns the teacher through its distillation token (distillation_token_loss).
-    position_step: int = POSITION_STEP  # cluttered_digits: the digit's cell at multiples of this (1: anywhere)
-    grid_epochs: int = 0  # cluttered_digits: a curriculum, the first epochs with the digit on the patch grid
-    train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
-    train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
-    seed: int = 0
-    data_root: str = "data"  # where CIFAR-10 is cached, or the image folder (dataset "imagefolder")
-
-
-PRESETS: dict[str, TrainConfig] = {
-    # 8x8 digits on a laptop CPU. Chosen on the validation split: 4x4 patches (a 2x2 grid of tokens plus
-    # mean pooling) learn far faster than 2x2 patches on 1,259 images, and distillation from a small
-    # convnet teacher (DeiT; soft targets as in Hinton et al.) adds the locality prior the ViT lacks. The
-    # model is MODEL_CONFIGS' "vit_digits_patch4_8". Measured on 359 test digits
-    # (one CPU thread, about 75 s each): 98.33 / 98.89 / 98.89 % for seeds 0 / 1 / 2. An RBF SVM on the same
-    # training images: 97.49 % (98.05 % on train + val). Hard distillation: 98.05 / 97.77 / 96.94 %.
-    # Caveat: T and alpha were picked among five settings with the test accuracy in view; re-checked on validation
-    # (benchmarks/distill_settings.py, 3 seeds): all five, and no teacher, are within about one val image (98.5-99.3 %).
-    "digits": TrainConfig(
-        model="vit_digits_patch4_8",
-        epochs=100, batch_size=32, lr=2e-3, warmup_epochs=3, weight_decay=0.05, label_smoothing=0.1,
-        augment="digits", teacher_epochs=20, distill_alpha=0.7, distill_temperature=4.0,
-    ),
-    # One digit among clutter on a 32x32 canvas (vitedu.cluttered), at any pixel: attention has to find it, and
-    # the model has to read it at every shift of its 4x4 patches. Fresh canvases every epoch (10,000 each).
-    # Chosen on the validation canvases, three seeds (benchmarks/README.md, "The honest task"): batches of 256
-    # for 300 epochs (3 million canvases); a curriculum, the first 60 epochs with the digit on the patch grid,
-    # then anywhere; each digit warped about its centre; stochastic depth 0.1; soft distillation (T=4,
-    # alpha=0.5) from a 30-epoch convnet teacher; attention that starts local (mimetic initialisation and
-    # sin-cos-initialised learned positions). Val 98.83 +- 0.10 %, worst sub-patch shift 97.67 +- 0.06 %
-    # (without the teacher 98.60 / 97.40 %; the same at batch 32 for 60 epochs: 95.2 %). The shipped model is
-    # seed 7, a seed no choice used, written by `make weights` on a GPU (minutes); on one CPU thread the same
-    # recipe takes hours.
-    "cluttered_digits": TrainConfig(
-        dataset="cluttered_digits", model="vit_cluttered_digits", epochs=300,
-        model_kwargs={"drop_path_rate": 0.1, "weight_init": "mimetic", "pos_embed": "learn_sincos"},
-        batch_size=256, lr=4e-3, warmup_epochs=5.0, weight_decay=0.05, label_smoothing=0.1, augment="digits_warp",
-        teacher_epochs=30, distill_alpha=0.5, distill_temperature=4.0, position_step=1, grid_epochs=60, seed=7,
-    ),
-    # The earlier recipe, with the digit on the 4-pixel patch grid (position_step=4): 97.35 % val, 96.2 % test on
-    # the grid, about 10 % one pixel off it. Chapter 9's models and the shift experiment's on-grid ViT were
-    # trained with it, and tools/sweep_cluttered.py's variants are relative to it. Chosen on the validation
-    # canvases (README's val log): 30 epochs, stochastic depth 0.1 and soft distillation from a 4-epoch convnet
-    # teacher reach 95.95 % val (12 epochs: 93.75 %; no teacher: 94.3 %); starting attention local with mimetic
-    # initialisation and sin-cos-initialised learned positions: 97.35 % (the sin-cos start alone: 95.6 %).
-    "cluttered_digits_grid": TrainConfig(
-        dataset="cluttered_digits", model="vit_cluttered_digits", epochs=30,
-        model_kwargs={"drop_path_rate": 0.1, "weight_init": "mimetic", "pos_embed": "learn_sincos"},
-        batch_size=32, lr=2e-3, warmup_epochs=0.5, weight_decay=0.05, label_smoothing=0.1, augment="none",
-        teacher_epochs=4, distill_alpha=0.5, distill_temperature=4.0, position_step=4,
-    ),
-    # Your own images (vitedu.imagefolder): a folder per class, resized to the model's img_size (32 here; pick a
-    # 224 model such as --model vit_tiny_patch16_224 for large photos). A starting point, not a tuned recipe.
-    "imagefolder": TrainConfig(
-        dataset="imagefolder", model="vit_cifar_patch4_32", model_kwargs={"drop_path_rate": 0.1}, epochs=100,
-        batch_size=64, lr=1e-3, warmup_epochs=5, weight_decay=0.05, label_smoothing=0.1, augment="cifar",
-    ),
-    # Target >= 90 % from scratch on one GPU; not measured here (no internet on the build machine).
-    "cifar10": TrainConfig(
-        dataset="cifar10", model="vit_cifar_patch4_32", model_kwargs={"drop_path_rate": 0.1}, epochs=200,
-        batch_size=256, lr=1e-3, warmup_epochs=10, weight_decay=0.05, label_smoothing=0.1,
-        augment="cifar_strong",
-    ),
-}
 
 
 @dataclass
@@ -237,12 +148,6 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> Optional[to
 def loss_scaler(device: torch.device, precision: str) -> torch.amp.GradScaler:
     """Loss scaling, switched on for float16 only: its gradients underflow without it (bfloat16 has fp32's range)."""
     return torch.amp.GradScaler(device.type, enabled=autocast_dtype(device, precision) == torch.float16)
-
-
-def model_kwargs(config: TrainConfig) -> dict[str, Any]:
-    """The model's full keyword arguments: its named configuration with ``config.model_kwargs`` on top."""
-    named = MODELS[config.model].kwargs if config.model in MODELS else {}  # an unknown name fails in create_model
-    return {**named, **config.model_kwargs}
 
 
 def prepare_config(config: TrainConfig) -> TrainConfig:
@@ -368,12 +273,13 @@ def train_one_epoch(
 
 
 def fit(
-    config: TrainConfig = PRESETS["digits"], out: str | os.PathLike | None = None, resume: bool = False,
+    config: Optional[TrainConfig] = None, out: str | os.PathLike | None = None, resume: bool = False,
     device: torch.device | str | None = None, progress: Optional[bool] = None, stop_after: Optional[int] = None,
     log: Callable[[str], None] = print, log_every: int = 1, precision: str = "auto", compile: bool = False,
     build: Optional[Callable[[TrainConfig], nn.Module]] = None,
 ) -> Result:
-    """Train ``config`` from scratch (or resume the run saved in ``out``) and test the final model.
+    """Train ``config`` (default: ``PRESETS["digits"]``) from scratch, or resume the run saved in ``out``, and
+    test the final model.
 
     Checkpoints go to ``out`` after every epoch when it is given. ``progress`` shows a tqdm bar (default:
     only in a terminal). ``stop_after=e`` ends after epoch e, as if interrupted; ``resume=True`` carries on
@@ -389,6 +295,7 @@ def fit(
     ``create_model(config.model, **config.model_kwargs)``); pass it again when resuming. Only a model with a patch
     embedding gets a ``pretrained_cfg`` (the input settings and the input check live there).
     """
+    config = PRESETS["digits"] if config is None else config
     device = torch.device(device) if device is not None else get_device()
     process = distributed.current()
     if not process.is_main:
@@ -491,9 +398,8 @@ def load_trained(out: str | os.PathLike, device: torch.device | str = "cpu") -> 
     state = load_checkpoint(out, model)
     recorded = state.get("pretrained_cfg")
     if recorded:  # the statistics of the data it was trained on (older checkpoints: the registry's)
-        keep = ("input_size", "num_classes", "mean", "std", "interpolation", "crop_pct", "crop_mode", "label_names")
-        attach_pretrained_cfg(model, make_pretrained_cfg(**{k: recorded[k] for k in keep if k in recorded},
-                                                         source=f"{Path(out) / STATE_FILE}", trained=True))
+        kept = {k: recorded[k] for k in PRETRAINED_CFG_KEYS if k in recorded}
+        attach_pretrained_cfg(model, make_pretrained_cfg(**kept, source=f"{Path(out) / STATE_FILE}", trained=True))
     return model.eval(), config
 
 
@@ -532,8 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "--dataset imagefolder, the folder of class folders (or of train/ and val/ folders)")
     p.add_argument("--device", help="cpu, cuda or mps (default: the best available)")
     p.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
-    p.add_argument("--precision", choices=PRECISIONS, default="auto", help="auto: mixed precision on CUDA only "
-                   "(as before); fp32: never; bf16: bfloat16 autocast on any device, the CPU included. Not saved "
+    p.add_argument("--precision", choices=PRECISIONS, default="auto", help="auto: mixed precision on CUDA only; "
+                   "fp32: never; bf16: bfloat16 autocast on any device, the CPU included. Not saved "
                    "with the run: give it again with --resume")
     p.add_argument("--compile", action="store_true", help="torch.compile the training forward pass (the first "
                    "epoch pays the compilation; needs a C++ compiler on the CPU)")
@@ -548,15 +454,34 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
-def main(argv: Optional[list[str]] = None) -> float:
-    args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def cli_config(args: argparse.Namespace) -> TrainConfig:
+    """The run the command line asks for: the dataset's preset with the options given on top (checked by
+    ``TrainConfig`` itself; an unknown ``--model`` is refused here, before any data is read)."""
+    if args.model is not None and args.model not in MODELS:
+        raise ConfigError(f"model must be a name of vitedu.list_models(); got {args.model!r}")
     overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
                  if getattr(args, f.name, None) is not None and f.name != "dataset"}
     if args.model is not None and args.model != PRESETS[args.dataset].model:
         overrides["model_kwargs"] = {}  # the preset's overrides were tuned for its own model
-    config = replace(PRESETS[args.dataset], **overrides)
+    return replace(PRESETS[args.dataset], **overrides)
+
+
+# Errors whose message already says what went wrong and what to do: the command line prints them as one line.
+EXPLAINED_ERRORS = (ValueError, DatasetError, OSError)
+
+
+def main(argv: Optional[list[str]] = None) -> float:
+    """The command line: train, print the test accuracy last and return it. A configuration that cannot be
+    trained stops before any work (exit status 2), and any explained error (a missing folder, an unreadable
+    image, ...) ends the run as one line on stderr, not a traceback (exit status 1)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = cli_config(args)
+    except ConfigError as err:
+        parser.error(str(err))
+    if args.threads:
+        torch.set_num_threads(args.threads)
     process, device, started = distributed.setup(args.device)  # under torchrun: join the other processes
     say = print if process.is_main else _silent
     try:
@@ -572,20 +497,13 @@ def main(argv: Optional[list[str]] = None) -> float:
             save_weights(args.save_weights, result)
             say(f"weights written to {args.save_weights}")
         say(f"test accuracy: {result.test_acc:.4f}")
+    except EXPLAINED_ERRORS as err:
+        if process.is_main:
+            print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
     finally:
         distributed.cleanup(started)
     return result.test_acc
-
-
-
-# Names that live in their own modules and that the chapters and tests know as vitedu.train.<name>.
-__all__ = [
-    "MODEL_FILE", "OPTIMIZER_FILE", "PRECISIONS", "PRESETS", "STATE_FILE", "TEACHER_FILE", "ConvTeacher", "History",
-    "Result", "TrainConfig", "amp_dtype", "autocast_dtype", "build_parser", "data_cfg", "distillation_loss",
-    "distillation_token_loss", "epoch_line", "evaluate", "fit", "load_checkpoint", "load_trained", "lr_at", "main",
-    "make_loaders", "model_kwargs", "param_groups", "parse_args", "prepare_config", "save_checkpoint", "save_weights",
-    "train_one_epoch", "train_teacher",
-]
 
 
 if __name__ == "__main__":
