@@ -175,8 +175,6 @@ def rich(markup: str, size: float) -> str:
             attrs.append(f'dy="{dy:.4g}"')
         current = shift[level]
         pieces.append(f"<tspan {' '.join(attrs)}>{_escape(text)}</tspan>" if attrs else _escape(text))
-    if current:  # back to the baseline, so that a trailing run does not leave the text raised
-        pieces.append(f'<tspan dy="{-current:.4g}"> </tspan>')
     return "".join(pieces)
 
 
