@@ -1,6 +1,6 @@
 # The two commands of the README:
-#   make book   build the rendered book (creates/reuses the virtual environment .venv)
-#   make test   lint, unit tests, notebook tests (nbval) and the rendered-book tests
+#   make book   build the rendered book (creates/reuses the virtual environment .venv with what the book needs)
+#   make test   lint, unit tests, notebook tests (nbval) and the rendered-book tests (the full environment)
 PYTHON      ?= python3
 VENV        ?= .venv
 BIN         := $(VENV)/bin
@@ -20,39 +20,52 @@ XDIST       := -n $(PYTEST_JOBS) --dist loadscope
 NBVAL       := --nbval
 JB_STRICT   := -W -n --keep-going
 
-.PHONY: help venv book test course unit notebooks lint assignments bench constraints clean
+.PHONY: help venv book-venv book test course unit notebooks lint assignments bench constraints clean
 .DEFAULT_GOAL := help
 
 help:
-	@echo "make book         build the book into _build/html (strict: any warning fails)"
-	@echo "make test         ruff + the book + pytest (2 processes): the tests, the notebooks (nbval), the rendered book (under 5 minutes); under CI=true also the course cycle and check-newest"
-	@echo "make course       nbgrader's course cycle: 17 planted-mistake submissions autograded (about 2 minutes; CI runs it)"
-	@echo "make unit         the fast unit tests only (under a minute): no slow, book, nbgrader or hub tests"
+	@echo "make book         build the book into _build/html (strict: any warning fails); installs only what the book needs"
+	@echo "make test         ruff + the book + pytest (2 processes): the tests, the notebooks (nbval), the rendered book;"
+	@echo "                  under CI=true also the course cycle and check-newest"
+	@echo "make course       nbgrader's course cycle: planted-mistake submissions autograded (CI runs it)"
+	@echo "make unit         the fast unit tests only: no slow, book, nbgrader or hub tests"
 	@echo "make notebooks    re-execute the chapters and assignment sources and compare their outputs (nbval)"
 	@echo "make lint         ruff check ."
-	@echo "make venv         create or update the virtual environment .venv (every other target does this first)"
+	@echo "make venv         create or update the virtual environment .venv with everything (every target but book)"
+	@echo "make book-venv    create or update .venv with what building the book needs (make book does this first)"
 	@echo "make assignments  regenerate the student notebooks from notebooks/assignments/source"
 	@echo "make bench        vitedu vs timm vs transformers, attention time and memory, bf16 / torch.compile"
 	@echo "make constraints  freeze the environment into constraints.new, to review against constraints.txt"
 	@echo "make weights      retrain the weights shipped in vitedu/assets (minutes on a GPU, hours on a CPU)"
 	@echo "make mae          pre-train the MAE encoder on unlabelled canvases (hours on one CPU thread; resumes)"
+	@echo "make mae-probe    the linear probe of that encoder against a random encoder's"
 	@echo "make mutation     mutation testing of the package (slow, not part of make test): score per module"
 	@echo "make check-newest a fresh env from requirements.txt at the newest versions, then nbval (downloads torch)"
 	@echo "make clean        remove _build and .pytest_cache"
+	@echo "make help         this list"
 
 venv: $(VENV)/.installed
+book-venv: $(VENV)/.book-installed
 
-# The stamp is rebuilt whenever a requirements file changes; otherwise the venv is reused.
-$(VENV)/.installed: requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+# Each stamp is rebuilt whenever a requirements file changes; otherwise the venv is reused. The full environment
+# (requirements-dev.txt) includes the book's (requirements-book.txt), so it stamps both.
+$(VENV)/.installed: requirements.txt requirements-book.txt requirements-dev.txt constraints.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) -r requirements-dev.txt
 	# timm is only a test reference; it hard-requires torchvision, which has no CPU wheel here.
 	$(PIP) --no-deps timm
 	$(PIP) --no-deps -e .
+	touch $(VENV)/.book-installed $@
+
+# The book renders stored outputs and documents the package (sphinx autodoc imports vitedu): the book tools and
+# vitedu with its own dependencies, nothing of the notebooks' or the tests'.
+$(VENV)/.book-installed: requirements-book.txt constraints.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) -r requirements-book.txt -e .
 	touch $@
 
 # A clean build every time (no stale pages of removed chapters): it renders stored outputs, so it is quick.
-book: venv
+book: book-venv
 	rm -rf _build/.doctrees _build/html
 	$(BIN)/jupyter-book build . $(JB_STRICT)
 
@@ -68,8 +81,8 @@ unit: venv
 notebooks: venv
 	$(BIN)/python -m pytest notebooks $(NBVAL) $(XDIST) $(PYTEST_ARGS)
 
-# make test leaves out one slow tier: nbgrader's course cycle on 17 planted-mistake submissions (tests marked
-# `course`, about 2 minutes; `make course` runs them). Under CI (.ci/run sets CI=true) it runs everything, that
+# make test leaves out one slow tier: nbgrader's course cycle on planted-mistake submissions (tests marked
+# `course`; `make course` runs them). Under CI (.ci/run sets CI=true) it runs everything, that
 # tier included, and then check-newest: the notebooks at the newest versions.
 TEST_SELECTION := $(if $(filter true,$(CI)),,-m "not course")
 test: venv lint book
@@ -97,22 +110,20 @@ clean:
 	rm -rf _build .pytest_cache
 
 # The trained weights shipped in the package (vitedu.create_model("vit_cluttered_digits", pretrained=True)):
-# retrain them with the preset's recipe (seed 7, fp32). The shipped file is this target's output on a GPU
-# (an NVIDIA H200, with WEIGHTS_ARGS="--device cuda --threads 1": 7.5 minutes beside eight other runs); on a
-# CPU it takes an hour or more (about an hour with two threads, two with one; see benchmarks/README.md, "The
-# honest task"). It is not bit-exact: CUDA's kernels are not deterministic (two runs of seed 7 on one GPU reached
-# 99.2 and 98.6 % test), and another device or thread count rounds differently. On one CPU it is deterministic.
-# tools/seed_weights.py packs the three seeds chapter 8 reads.
+# retrain them with the preset's recipe (seed 7, fp32); WEIGHTS_ARGS="--device cuda" on a GPU. A GPU takes
+# minutes, a CPU hours (benchmarks/README.md, "The honest task", has the times). Not bit-exact across devices
+# or thread counts (CUDA's kernels are not deterministic; other hardware rounds differently); on one CPU thread
+# it is. tools/seed_weights.py packs the seeds chapter 8 reads.
 WEIGHTS_ARGS ?=
 .PHONY: weights
 weights: venv
 	$(BIN)/python -m vitedu.train --dataset cluttered_digits --precision fp32 \
 		--save-weights vitedu/assets/vit_cluttered_digits.safetensors $(WEIGHTS_ARGS)
 
-# MAE pre-training on unlabelled cluttered canvases (issue 29; tools/pretrain_mae.py): checkpoints every epoch into
-# runs/mae (git-ignored), so `make mae` again resumes an interrupted run; the encoder ends in
-# runs/mae/encoder.safetensors. Hours on one CPU thread (see benchmarks/README.md, "MAE pre-training: a pilot");
-# MAE_ARGS="--device cuda" on a GPU. `make mae-probe` then compares its linear probe with a random encoder's.
+# MAE pre-training on unlabelled cluttered canvases (tools/pretrain_mae.py): checkpoints every epoch into runs/mae
+# (git-ignored), so `make mae` again resumes an interrupted run; the encoder ends in runs/mae/encoder.safetensors.
+# Hours on one CPU thread (benchmarks/README.md has the times); MAE_ARGS="--device cuda" on a GPU. `make mae-probe`
+# then compares its linear probe with a random encoder's.
 MAE_ARGS ?=
 .PHONY: mae mae-probe
 mae: venv
@@ -120,7 +131,7 @@ mae: venv
 mae-probe: venv
 	$(BIN)/python tools/pretrain_mae.py --out runs/mae --probe 1000 --seeds 0 1 2 --json runs/mae/probe.json
 
-# Mutation testing (issue 16): mutmut plants one bug at a time in vitedu and runs the unit tests that reach it;
+# Mutation testing: mutmut plants one bug at a time in vitedu and runs the unit tests that reach it;
 # tools/mutation_report.py prints the score per module and the mutants no test noticed. Too slow for `make test`.
 # The modules and tests are configured in pyproject.toml ([tool.mutmut]). Results are kept in mutants/ (git-ignored):
 # a second run tests only the functions that changed; `rm -rf mutants` starts afresh. MUTATE re-runs some modules

@@ -68,6 +68,12 @@ def test_makefile_target_parser_sees_targets_and_not_variables():
     assert not {"PYTHON", "VENV", "BIN", "PIP"} & targets  # `NAME ?= ...` and `NAME := ...` are variables
 
 
+def test_make_help_lists_every_target():
+    shown = subprocess.run(["make", "-s", "help"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = set(re.findall(r"^make ([a-z][\w-]*)", shown, re.M))
+    assert listed == _makefile_targets(), f"make help misses or invents: {sorted(_makefile_targets() ^ listed)}"
+
+
 @pytest.fixture(scope="module")
 def train_help() -> str:
     """What `python -m vitedu.train --help` prints: the options a reader can actually pass."""

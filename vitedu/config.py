@@ -169,7 +169,7 @@ PRESETS: dict[str, TrainConfig] = {
         dataset="imagefolder", model="vit_cifar_patch4_32", model_kwargs={"drop_path_rate": 0.1}, epochs=100,
         batch_size=64, lr=1e-3, warmup_epochs=5, weight_decay=0.05, label_smoothing=0.1, augment="cifar",
     ),
-    # CIFAR-10 from scratch on one GPU; not measured (the build machine has no internet).
+    # CIFAR-10 from scratch on one GPU (benchmarks/README.md: no accuracy measured yet).
     "cifar10": TrainConfig(
         dataset="cifar10", model="vit_cifar_patch4_32", model_kwargs={"drop_path_rate": 0.1}, epochs=200,
         batch_size=256, lr=1e-3, warmup_epochs=10, weight_decay=0.05, label_smoothing=0.1,

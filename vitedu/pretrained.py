@@ -23,11 +23,8 @@ anything else is refused with a ``ValueError`` naming the file and what vitedu l
 
 Resolution: images of another size than the checkpoint's are accepted (and ``img_size=`` rebuilds the model for
 one); the position embeddings are resampled bicubically *with antialiasing*, as timm does. transformers'
-``interpolate_pos_encoding`` resamples bicubically without antialiasing, so the two differ. On random position
-embeddings of the usual initial scale (std 0.02) of a 224-pixel /16 model, the mean absolute difference is about
-1e-3 at 384 pixels and about 6e-3 at 160 pixels (8 % and 58 % of the embeddings' mean magnitude: shrinking a grid
-of random, i.e. high-frequency, values is where antialiasing matters most; trained embeddings are smoother).
-tests/test_pretrained_files.py pins both numbers' order of magnitude.
+``interpolate_pos_encoding`` resamples bicubically without antialiasing, so the two differ, most when a grid
+shrinks (book/api.md gives the size of the difference; tests/test_pretrained_files.py pins it).
 
 Loading never runs code from the checkpoint (see ``vitedu.checkpoints``).
 """
