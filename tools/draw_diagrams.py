@@ -889,7 +889,7 @@ def _content_weights(n: int) -> list[float]:
 def convit_gpsa() -> Diagram:
     """Chapter 9: GPSA, content attention and positional attention mixed by a gate sigmoid(lambda) per head."""
     d = Diagram(
-        676,
+        690,
         "ConViT's gated positional self-attention (GPSA), one head",
         "In one GPSA head h, on the patch tokens only (N x D, no [CLS]): the content attention "
         "softmax(Q_h K_h^T / sqrt(d_k)) and a positional attention softmax(v_h^T r_ij), which depends only on "
@@ -958,7 +958,8 @@ def convit_gpsa() -> Diagram:
         d.box(mx - 40, 556, 80, 32, "op", "$A_hV_h$")
         d.arrow((mx + 40, 572), (mx + 70, 572))
         d.ctext(mx + 76, 572, "head $h$:  $N × d_k$", anchor="start")
-        d.note(320, 640, "then the heads are concatenated and mixed by $W_o$, as in MHSA (chapter 3)", anchor="middle")
+        d.note(320, 640, "then the heads are concatenated and mixed by $W_o$, as in MHSA (chapter 3);", anchor="middle")
+        d.note(320, 662, "[CLS] has no position: it joins after the GPSA layers", anchor="middle")
     return d
 
 
