@@ -14,8 +14,6 @@ reference pages) the test loads `_build/html/<page>.html` from disk and checks t
 Each page is loaded once for all of this. It writes a screenshot of the first screen to
 `_build/screenshots/<page>.png` (and checks that something was drawn); with VITEDU_SCREENSHOTS=full
 the screenshot is of the whole page, for a person to look through (3-8 s a page, so not by default).
-The attention explorer (book/explorer.md) is driven too: a click on a patch changes the maps, and the
-numbers it shows are those of its data file.
 
 Offline by design: the test aborts every request that is not `file://`, and *any* request to another
 host fails it. The Colab badge is a local image (book/_static/colab-badge.svg, swapped in for Colab's
@@ -254,80 +252,3 @@ def _assert_nothing_scrolls_sideways(tab, page: Page) -> None:
         assert problems, f"{page.docname} no longer scrolls sideways: remove it from SCROLL_PENDING"
     else:
         assert not problems, f"{page.docname}: " + "; ".join(problems)
-
-
-# ------------------------------------------------------------------------------------ the explorer
-
-EXPLORER = next((page for page in PAGES if page.docname == "book/explorer"), None)
-
-
-def _explorer_tool():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_explorer_data", ROOT / "tools" / "make_explorer_data.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _expected_max(data: dict, canvas: int, model: str, layer: int, head: int, query: int) -> str:
-    """The largest weight of one query on a patch, from the data file, as the page prints it."""
-    tool = _explorer_tool()
-    tokens, heads = data["tokens"], data["heads"]
-    stored = tool.decode(data["canvases"][canvas][model]["attention"])
-    start = ((layer * heads + head) * tokens + query) * tokens
-    row = stored[start : start + tokens]
-    prefix = tokens - data["grid"] ** 2
-    return f"{max(row[prefix:]) / data['scale']:.3f}"
-
-
-def test_explorer_reacts_to_a_click_and_shows_its_data(browser) -> None:
-    assert EXPLORER is not None, "_toc.yml lists no book/explorer page"
-    ensure_built()
-    data = _explorer_tool().read_data(HTML / "_static" / "explorer" / "explorer_data.js")
-    context, tab, errors = _open(browser, EXPLORER)
-    try:
-        assert not errors, "\n".join(errors)
-        assert "Explorer" in tab.locator("main h1").first.inner_text()
-        depth, heads, grid = data["depth"], data["heads"], data["grid"]
-        maps = tab.locator("figure.vx-map[data-layer]")
-        assert maps.count() == 2 * depth * heads, "one map per layer and head, for both models"
-        assert tab.locator("figure.vx-map[data-rollout]").count() == 2
-
-        def shown(model: str, layer: int, head: int) -> str:
-            figure = tab.locator(f"figure.vx-map[data-model='{model}'][data-layer='{layer}'][data-head='{head}']")
-            caption = figure.locator("figcaption").inner_text()
-            assert figure.get_attribute("data-max") in caption
-            return figure.get_attribute("data-max")
-
-        def query() -> int:
-            return int(tab.locator(".vx-readout").get_attribute("data-query"))
-
-        first = query()
-        for model, layer, head in [("trained", 0, 0), ("trained", depth - 1, heads - 1), ("untrained", 1, 2)]:
-            assert shown(model, layer, head) == _expected_max(data, 0, model, layer, head, first)
-        pixels = tab.locator("figure.vx-map canvas").first.evaluate("c => c.toDataURL()")
-
-        # click the patch in row grid-1, column 0 (bottom left), unless that is already the query
-        row, col = (grid - 1, 0) if first != 1 + (grid - 1) * grid else (0, grid - 1)
-        big = tab.locator("canvas.vx-big")
-        box = big.bounding_box()
-        big.click(position={"x": (col + 0.5) * box["width"] / grid, "y": (row + 0.5) * box["height"] / grid})
-        assert query() == 1 + row * grid + col, "the click did not make that patch the query"
-        assert tab.locator("figure.vx-map canvas").first.evaluate("c => c.toDataURL()") != pixels, "maps unchanged"
-        for model, layer, head in [("trained", 0, 0), ("trained", depth - 1, 1), ("untrained", 0, 3)]:
-            assert shown(model, layer, head) == _expected_max(data, 0, model, layer, head, query())
-
-        tab.locator("button.vx-cls").click()
-        assert query() == 0
-        assert shown("trained", depth - 1, 0) == _expected_max(data, 0, "trained", depth - 1, 0, 0)
-        tab.locator(".vx-picker button[data-canvas='3']").click()
-        label = data["canvases"][3]["label"]
-        assert f"digit {label}" in tab.locator(".vx-readout").inner_text()
-        assert shown("trained", 0, 0) == _expected_max(data, 3, "trained", 0, 0, query())
-
-        tab.set_viewport_size({"width": PHONE, "height": 844})
-        tab.wait_for_timeout(200)
-        assert tab.evaluate(JS_OVERFLOW)["page"] <= 0, "the explorer scrolls sideways on a phone"
-    finally:
-        context.close()

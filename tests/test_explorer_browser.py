@@ -1,0 +1,398 @@
+"""The attention explorer (book/explorer.md) in headless Chromium, offline, as a reader uses it.
+
+The page runs the shipped ViT itself, in plain JavaScript (book/_static/explorer/vit.js, weights from
+explorer_data.js). These tests check
+- that its forward pass is vitedu's: on test canvases (one the model gets wrong), a hand-drawn-like
+  stroke, noise and what the reader drew, the page's logits equal ``vitedu.create_model(
+  "vit_cluttered_digits", pretrained=True)``'s within 1e-4, its attention maps and rollout are
+  ``model.attention_maps`` and ``vitedu.interpret.attention_rollout``'s, and its erf is math.erf;
+- that drawing on ``#draw-digit`` with the mouse changes ``#draw-prediction`` ("predicts N", ten
+  probabilities), and the drawing can be explored in the maps;
+- the maps: square, over the canvas, trained beside untrained at 1280 and 390 px, one shared scale,
+  values on hover, enlarged on click or Enter, keyboard access, the [CLS] button's pressed state,
+  a canvas the model gets wrong labelled as a mistake; no console errors, in light and dark mode.
+
+They read the built book (tests/book_pages.py's ``HTML``), and build it first if the explorer page is
+older than book/explorer.md or its files in _static/explorer differ from book/_static/explorer.
+Chromium is Debian's package driven by Playwright; without it the tests are skipped, except under CI
+(``CI=true``), where they fail.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from book_pages import HTML, ROOT, build_book
+
+from vitedu.interpret import attention_rollout
+
+pytestmark = pytest.mark.book
+
+PAGE = HTML / "book" / "explorer.html"
+STATIC = ROOT / "book" / "_static" / "explorer"
+WIDE, PHONE = 1280, 390
+LOGIT_TOLERANCE = 1e-4  # the issue's bar for "the page's forward pass equals vitedu's"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("make_explorer_data", ROOT / "tools" / "make_explorer_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+tool = _tool()
+
+
+def _chromium() -> str | None:
+    if "CHROMIUM" in os.environ:
+        candidate = os.environ["CHROMIUM"]
+        return candidate if Path(candidate).is_file() and os.access(candidate, os.X_OK) else None
+    if os.access("/usr/lib/chromium/chromium", os.X_OK):
+        return "/usr/lib/chromium/chromium"
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _stale() -> bool:
+    """Is the built explorer page missing, older than its source, or built with other static files?"""
+    if not PAGE.is_file() or (ROOT / "book" / "explorer.md").stat().st_mtime > PAGE.stat().st_mtime:
+        return True
+    built = HTML / "_static" / "explorer"
+    return any(not (built / f.name).is_file() or (built / f.name).read_bytes() != f.read_bytes()
+               for f in STATIC.iterdir() if f.is_file())
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = _chromium()
+    if executable is None:
+        reason = "headless Chromium not found: `apt-get install chromium` (Debian's package) or set CHROMIUM"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {reason}", pytrace=False)
+        pytest.skip(reason)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip("the playwright Python package is not installed (pip install -r requirements-dev.txt)")
+    if _stale():
+        build_book()
+    assert not _stale(), f"the build did not bring {PAGE} up to date"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=executable, headless=True, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        yield chromium
+        chromium.close()
+
+
+class Tab:
+    """One offline page load; ``errors`` collects console errors, uncaught errors and non-file requests."""
+
+    def __init__(self, browser, width: int = WIDE, scheme: str = "light") -> None:
+        self.context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+
+        def route(request_route) -> None:
+            if request_route.request.url.startswith("file://"):
+                request_route.continue_()
+            else:
+                self.errors.append(f"request to another host: {request_route.request.url}")
+                request_route.abort()
+
+        self.context.route("**/*", route)
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console error: {m.text}"))
+        self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        self.page.goto(PAGE.as_uri(), wait_until="load")
+        self.page.wait_for_selector("figure.ve-map[data-layer]")
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture()
+def tab(browser):
+    opened = Tab(browser)
+    yield opened
+    assert not opened.errors, "\n".join(opened.errors)
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def data() -> dict:
+    return tool.read_data(HTML / "_static" / "explorer" / "explorer_data.js")
+
+
+@pytest.fixture(scope="module")
+def models() -> dict:
+    return tool.models()
+
+
+def _vitedu(model, pixels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """logits, attention maps (depth, heads, T, T) and rollout (T, T) of one 32x32 image in [0, 1]."""
+    cfg = model.pretrained_cfg
+    x = (pixels.view(1, 1, 32, 32) - cfg["mean"][0]) / cfg["std"][0]
+    with torch.no_grad():
+        maps = model.attention_maps(x)
+        return model(x)[0].double(), maps[:, 0].double(), attention_rollout(maps)[0].double()
+
+
+def _stroke() -> torch.Tensor:
+    """A hand-drawn-like "4": three soft line segments, intensities in [0, 1], off the patch grid."""
+    ys, xs = torch.meshgrid(torch.arange(32.0), torch.arange(32.0), indexing="ij")
+    image = torch.zeros(32, 32)
+    for (y0, x0), (y1, x1) in [((9.3, 13.2), (15.6, 10.1)), ((15.6, 10.1), (15.2, 17.4)), ((8.7, 15.9), (18.1, 15.5))]:
+        d = torch.tensor([y1 - y0, x1 - x0])
+        t = (((ys - y0) * d[0] + (xs - x0) * d[1]) / d.dot(d)).clamp(0, 1)
+        dist = ((ys - y0 - t * d[0]) ** 2 + (xs - x0 - t * d[1]) ** 2).sqrt()
+        image = torch.maximum(image, (1.4 - dist).clamp(0, 1))
+    return image
+
+
+def _page_forward(page, pixels: torch.Tensor, which: str) -> dict:
+    return page.evaluate("([px, w]) => window.VITEDU_EXPLORER_PAGE.forward(px, w)", [pixels.flatten().tolist(), which])
+
+
+def _compare(page, model, pixels: torch.Tensor, which: str) -> dict[str, float]:
+    ours = _page_forward(page, pixels, which)
+    logits, maps, rollout = _vitedu(model, pixels)
+    T = maps.shape[-1]
+    return {
+        "logits": float((torch.tensor(ours["logits"], dtype=torch.float64) - logits).abs().max()),
+        "attention": float((torch.tensor(ours["attention"], dtype=torch.float64).view(maps.shape) - maps).abs().max()),
+        "rollout": float((torch.tensor(ours["rollout"], dtype=torch.float64).view(T, T) - rollout).abs().max()),
+        "same_prediction": int(torch.tensor(ours["logits"]).argmax()) == int(logits.argmax()),
+    }
+
+
+# --------------------------------------------------------------------------- the forward pass is vitedu's
+
+
+def test_page_forward_pass_equals_vitedu(tab, data, models) -> None:
+    canvases = data["canvases"]
+    mistake = next(c for c in canvases if c["mistake"])
+    inputs = {f"test canvas {c['index']}": tool.decode_pixels(c["pixels"]) for c in [canvases[0], canvases[7], mistake]}
+    inputs["a drawn stroke"] = _stroke().flatten()
+    inputs["uniform noise"] = torch.rand(32 * 32, generator=torch.Generator().manual_seed(0))
+    worst = {"logits": 0.0, "attention": 0.0, "rollout": 0.0}
+    for name, pixels in inputs.items():
+        diff = _compare(tab.page, models["trained"], pixels, "trained")
+        assert diff["logits"] <= LOGIT_TOLERANCE, f"{name}: logits differ from vitedu's by {diff['logits']:.2e}"
+        assert diff["attention"] <= 1e-5 and diff["rollout"] <= 1e-5, f"{name}: {diff}"
+        assert diff["same_prediction"], name
+        worst = {k: max(worst[k], diff[k]) for k in worst}
+    print(f"page vs vitedu, trained, worst over {len(inputs)} inputs: {worst}")
+
+
+def test_untrained_maps_are_vitedus_up_to_float16_weights(tab, data, models) -> None:
+    # The untrained weights ship as float16: the page's maps of the random model are vitedu's float32 ones
+    # to 1e-3 (measured: about 1e-5 for attention), its logits to 1e-2 (measured: about 5e-4).
+    for canvas in data["canvases"][:3]:
+        diff = _compare(tab.page, models["untrained"], tool.decode_pixels(canvas["pixels"]), "untrained")
+        assert diff["attention"] <= 1e-3 and diff["rollout"] <= 1e-3 and diff["logits"] <= 1e-2, diff
+
+
+def test_page_erf_is_math_erf(tab) -> None:
+    xs = [i / 16 for i in range(-100, 101)] + [-30.0, -6.5, 4.2, 27.5, 1e-9]
+    ours = tab.page.evaluate("xs => xs.map(x => window.VITEDU_EXPLORER_PAGE.erf(x))", xs)
+    assert max(abs(a - math.erf(x)) for a, x in zip(ours, xs)) < 1e-13
+
+
+def test_page_predictions_are_vitedus_on_the_shown_canvases(tab, data) -> None:
+    for c, canvas in enumerate(data["canvases"]):
+        tab.page.locator(f".ve-picker button[data-canvas='{c}']").click()
+        for model in ("trained", "untrained"):
+            shown = tab.page.locator(f".ve-panel[data-model='{model}'] .ve-pred").get_attribute("data-prediction")
+            assert int(shown) == canvas[model]["prediction"], (canvas["index"], model)
+
+
+# --------------------------------------------------------------------------------------- draw your own
+
+
+def _draw(page, points: list[tuple[float, float]]) -> None:
+    """A mouse stroke through points given in model pixels (0-32) of #draw-digit."""
+    pad = page.locator("#draw-digit")
+    pad.scroll_into_view_if_needed()
+    box = pad.bounding_box()
+    at = [(box["x"] + x / 32 * box["width"], box["y"] + y / 32 * box["height"]) for x, y in points]
+    page.mouse.move(*at[0])
+    page.mouse.down()
+    for point in at[1:]:
+        page.mouse.move(*point, steps=6)
+    page.mouse.up()
+    page.wait_for_timeout(150)  # one animation frame updates the prediction
+
+
+def test_drawing_on_draw_digit_changes_draw_prediction(tab, models) -> None:
+    page = tab.page
+    prediction = page.locator("#draw-prediction")
+    before = prediction.inner_text()
+    assert "predicts" not in before and prediction.get_attribute("data-prediction") == ""
+    # a "7" about 8 pixels tall, off the patch grid, in the lower right
+    _draw(page, [(19.5, 17.3), (26.2, 17.1), (22.8, 25.6)])
+    after = prediction.inner_text()
+    assert after != before and after.startswith("predicts ")
+    digit = int(prediction.get_attribute("data-prediction"))
+    assert after.split()[1] == str(digit)
+    assert page.locator("#draw-prediction .ve-barrow").count() == 10
+
+    # the page read the drawing as 32x32 intensities in [0, 1]; vitedu on them gives the page's logits
+    pixels = torch.tensor(page.evaluate("window.VITEDU_EXPLORER_PAGE.drawnPixels()"), dtype=torch.float32)
+    assert pixels.shape == (1024,) and 0 <= pixels.min() and pixels.max() <= 1
+    assert pixels.view(32, 32)[17, 22] > 0.9, "the middle of the stroke should be ink"
+    assert pixels.view(32, 32)[:12].abs().sum() == 0, "nothing was drawn in the top rows"
+    shown = torch.tensor(page.evaluate("JSON.parse(document.getElementById('draw-prediction').dataset.logits)"))
+    logits, _, _ = _vitedu(models["trained"], pixels)
+    assert (shown.double() - logits).abs().max() <= LOGIT_TOLERANCE
+    assert int(logits.argmax()) == digit
+
+    # more ink changes the logits again; Clear empties the prediction
+    first_logits = prediction.get_attribute("data-logits")
+    _draw(page, [(4.0, 4.0), (9.5, 10.0)])
+    assert prediction.get_attribute("data-logits") != first_logits
+    page.locator("#vitedu-draw button.ve-clear").click()
+    page.wait_for_timeout(150)
+    assert "predicts" not in prediction.inner_text() and prediction.get_attribute("data-prediction") == ""
+
+
+def test_a_drawing_can_be_explored_in_the_maps(tab) -> None:
+    page = tab.page
+    _draw(page, [(10.2, 8.5), (10.4, 17.0)])  # a "1"
+    page.locator("#vitedu-draw button.ve-explore").click()
+    button = page.locator(".ve-picker button[data-canvas='drawing']")
+    assert button.get_attribute("aria-pressed") == "true"
+    assert page.locator(".ve-readout").inner_text().startswith("Your drawing")
+    drawn = page.locator("#draw-prediction").get_attribute("data-prediction")
+    shown = page.locator(".ve-panel[data-model='trained'] .ve-pred").get_attribute("data-prediction")
+    assert shown == drawn
+
+
+# ------------------------------------------------------------------------------------------ the maps
+
+
+def _expected_weight(models, data, canvas: int, model: str, layer: int, head: int, query: int, key: int) -> float:
+    _, maps, _ = _vitedu(models[model], tool.decode_pixels(data["canvases"][canvas]["pixels"]))
+    return float(maps[layer, head, query, key])
+
+
+def test_hover_shows_a_patchs_weight(tab, data, models) -> None:
+    page = tab.page
+    query = int(page.locator(".ve-readout").get_attribute("data-query"))
+    for model, layer, head, (row, col) in [("trained", 3, 1, (2, 5)), ("untrained", 0, 2, (6, 1))]:
+        canvas = page.locator(f"figure.ve-map[data-model='{model}'][data-layer='{layer}'][data-head='{head}'] canvas")
+        box = canvas.bounding_box()
+        canvas.hover(position={"x": (col + 0.5) * box["width"] / 8, "y": (row + 0.5) * box["height"] / 8})
+        tip = page.locator(".ve-tip")
+        assert tip.is_visible()
+        assert f"patch ({row}, {col})" in tip.inner_text() and f"layer {layer + 1}, head {head + 1}" in tip.inner_text()
+        expected = _expected_weight(models, data, 0, model, layer, head, query, 1 + row * 8 + col)
+        assert abs(float(tip.get_attribute("data-value")) - expected) <= 0.5e-3 + 1e-6
+        page.mouse.move(1, 1)
+        assert not tip.is_visible()
+
+
+def test_cls_button_has_a_pressed_state_and_the_captions_show_cls_weights(tab, data, models) -> None:
+    page = tab.page
+    button = page.locator("button.ve-cls")
+    assert button.get_attribute("aria-pressed") == "false"
+    patch = int(page.locator(".ve-readout").get_attribute("data-query"))
+    button.click()
+    assert button.get_attribute("aria-pressed") == "true"
+    assert page.locator(".ve-readout").get_attribute("data-query") == "0"
+    figure = page.locator("figure.ve-map[data-model='trained'][data-layer='3'][data-head='0']")
+    expected = _expected_weight(models, data, 0, "trained", 3, 0, 0, 0)
+    assert abs(float(figure.get_attribute("data-cls")) - expected) <= 0.5e-3 + 1e-6
+    assert f"[CLS] {figure.get_attribute('data-cls')}" in figure.inner_text()
+    button.click()  # pressed again: back to the patch
+    assert button.get_attribute("aria-pressed") == "false"
+    assert int(page.locator(".ve-readout").get_attribute("data-query")) == patch
+
+
+def test_keyboard_picks_the_query_and_enlarges_a_map(tab) -> None:
+    page = tab.page
+    readout = page.locator(".ve-readout")
+    start = int(readout.get_attribute("data-query")) - 1
+    page.locator("canvas.ve-big").focus()
+    key, step = ("ArrowLeft", -1) if start % 8 else ("ArrowRight", 1)
+    page.keyboard.press(key)
+    assert int(readout.get_attribute("data-query")) - 1 == start + step
+    page.keyboard.press("ArrowDown" if start // 8 < 7 else "ArrowUp")
+    assert abs(int(readout.get_attribute("data-query")) - 1 - (start + step)) == 8
+
+    maps = page.locator("figure.ve-map")
+    assert maps.count() == 2 * (4 * 4 + 1)
+    assert all(t == "0" for t in maps.evaluate_all("els => els.map(e => e.getAttribute('tabindex'))"))
+    page.keyboard.press("Tab")  # from the canvas, Tab reaches the [CLS] button
+    assert page.evaluate("document.activeElement.classList.contains('ve-cls')")
+    figure = page.locator("figure.ve-map[data-model='trained'][data-layer='1'][data-head='2']")
+    figure.focus()
+    page.keyboard.press("Enter")
+    dialog = page.locator("dialog.ve-dialog")
+    assert dialog.is_visible()
+    assert "Layer 2, head 3" in dialog.locator("h3").inner_text()
+    assert dialog.locator("figure.ve-big-map").count() == 2, "trained and untrained, enlarged side by side"
+    big = dialog.locator("canvas").first.bounding_box()
+    assert big["width"] >= 150 and abs(big["width"] - big["height"]) <= 1
+    value = dialog.locator(".ve-dialog-value")
+    token = int(value.get_attribute("data-token"))
+    page.keyboard.press("ArrowUp" if token - 1 >= 8 else "ArrowDown")
+    assert abs(int(value.get_attribute("data-token")) - token) == 8
+    assert "trained" in value.inner_text() and "untrained" in value.inner_text()
+    page.keyboard.press("Escape")
+    assert not dialog.is_visible()
+    assert page.evaluate("document.activeElement.dataset.layer") == "1", "focus goes back to the map"
+    figure.click()  # a click enlarges too
+    assert dialog.is_visible()
+    page.keyboard.press("Escape")
+
+
+def test_one_shared_scale_and_honest_labels(tab, data) -> None:
+    page = tab.page
+    maxima = [float(v) for v in page.locator("figure.ve-map[data-layer]").evaluate_all(
+        "els => els.map(e => e.dataset.max)")]
+    vmax = float(page.locator(".ve-scale .ve-vmax").first.inner_text())
+    assert vmax == pytest.approx(max(maxima), abs=1e-3), "the attention scale is the largest weight of both models"
+    text = page.locator("main").inner_text()
+    assert "the shipped weights" in text and "random weights" in text
+    # a canvas the model gets wrong, labelled as a mistake
+    mistake = next(c for c, canvas in enumerate(data["canvases"]) if canvas["mistake"])
+    button = page.locator(f".ve-picker button[data-canvas='{mistake}']")
+    assert "ve-mistake" in button.get_attribute("class") and "read as" in button.inner_text()
+    button.click()
+    assert "a mistake" in page.locator(".ve-readout").inner_text()
+    assert "wrong" in page.locator(".ve-panel[data-model='trained'] .ve-pred").inner_text()
+
+
+@pytest.mark.parametrize("width", [WIDE, PHONE])
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_layout_square_maps_side_by_side(browser, width: int, scheme: str) -> None:
+    opened = Tab(browser, width=width, scheme=scheme)
+    page = opened.page
+    try:
+        if scheme == "dark":  # the theme follows the system's scheme unless the reader chose one
+            assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+        panels = [page.locator(f".ve-panel[data-model='{m}']").bounding_box() for m in ("trained", "untrained")]
+        assert abs(panels[0]["y"] - panels[1]["y"]) < 2, "trained and untrained side by side"
+        assert panels[0]["x"] + panels[0]["width"] <= panels[1]["x"] and panels[1]["x"] + panels[1]["width"] <= width
+        boxes = page.locator("figure.ve-map canvas").evaluate_all(
+            "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })")
+        assert all(abs(w - h) <= 1 and w >= 36 for w, h in boxes), boxes[:4]
+        pad = page.locator("#draw-digit").bounding_box()
+        assert abs(pad["width"] - pad["height"]) <= 1 and pad["width"] >= min(256, width - 60)
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+        # text is legible on the theme's background: the readout is dark on light, light on dark
+        luminance = page.evaluate("""() => {
+            const c = getComputedStyle(document.querySelector('.ve-readout')).color.match(/\\d+/g).map(Number);
+            return (0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]) / 255; }""")
+        assert (luminance > 0.6) if scheme == "dark" else (luminance < 0.4)
+        assert not opened.errors, "\n".join(opened.errors)
+    finally:
+        opened.close()
