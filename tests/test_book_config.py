@@ -206,6 +206,30 @@ def test_plain_docstrings_render_as_written() -> None:
         "",
         "   y = x",
     ]
+    # A sentence wrapped so that a line starts with "(" stays one paragraph; a sentence that goes on
+    # after a shape line goes on in that line (issue 43: one sentence was three paragraphs).
+    doc = [
+        "The outer shape of every classifier (ViT, DeiT): encode the image into tokens",
+        "([CLS] first, after the final norm), then pool them.",
+        "",
+        "(batch, in_chans, H, W) -> (batch, num_classes). Three convolutions (width, 2 width",
+        "channels), one max-pool; the first grid_epochs epochs put the digit on the grid",
+        "(position_step=GRID_STEP) -> the easy case.",
+        "Subclasses build the head:",
+        "(batch, tokens, dim) -> (batch, classes)",
+    ]
+    assert plain_to_rst(doc) == [
+        "The outer shape of every classifier (ViT, DeiT): encode the image into tokens",
+        "([CLS] first, after the final norm), then pool them.",
+        "",
+        "| (batch, in_chans, H, W) -> (batch, num_classes). Three convolutions (width, 2 width",
+        "  channels), one max-pool; the first grid_epochs epochs put the digit on the grid",
+        "  (position_step=GRID_STEP) -> the easy case.",
+        "",
+        "Subclasses build the head:",
+        "",
+        "| (batch, tokens, dim) -> (batch, classes)",
+    ]
     names = [name for name, _ in public_members("vitedu.attention")]
     assert names == ["scaled_dot_product_attention", "check_num_heads", "split_heads", "merge_heads",
                      "AttentionBase", "MultiHeadSelfAttention"]

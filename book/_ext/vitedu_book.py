@@ -26,15 +26,29 @@ from sphinx.util.nodes import nested_parse_with_titles
 
 # A line of a plain-text docstring that states shapes, e.g. "(batch, tokens, dim) -> (batch, tokens, dim)",
 # "-> output (..., queries, d_v)" or "q: (..., queries, d_k)   k: (..., keys, d_k)".
-_SHAPE_LINE = re.compile(r"^(\(|->|\w+: \()")
+_SHAPE_START = re.compile(r"^(\(|->|\w+: \()")
+_NAMED_SHAPE = re.compile(r"^\w+: \(")  # "q: (...)", "images: (...)": shapes even without an arrow
 _BULLET = re.compile(r"^([-*]|\d+\.) ")  # "- item", "* item" or "1. item"
+_SENTENCE_END = (".", ":", "!", "?")
+_CLOSED = (".", ")", ":", "!", "?", "None")  # a line ending so leaves nothing open for the next one
+
+
+def _is_shape_line(line: str, first: bool, after_break: bool) -> bool:
+    """A line that states shapes: it starts a paragraph (or follows another shape line or a finished
+    sentence, such as the summary) and reads "(...) -> ...", "-> ..." or "name: (...)". A line that merely starts with
+    "(" in the middle of a wrapped sentence ("... the first grid_epochs epochs put the digit on the patch
+    grid / (position_step=GRID_STEP), the easy case ...") is prose."""
+    if first or not _SHAPE_START.match(line) or not after_break:
+        return False
+    return "->" in line or bool(_NAMED_SHAPE.match(line))
 
 
 def plain_to_rst(lines: list[str]) -> list[str]:
     """Make a plain-text docstring (the house style: no reST markup) render as written.
 
     - Shape lines keep their line breaks: they become a reST line block instead of being run into the
-      surrounding sentence.
+      surrounding sentence. A sentence that goes on after a shape line ("-> (N, 4) int64; an empty image
+      gets (0, 0, 0, 0), and") goes on in the same line of the block, not in a paragraph of its own.
     - A bullet or numbered list gets the blank lines reST requires around it.
     - An indented block after a blank line (a formula, a code example, a small table) is shown
       verbatim, as a literal block, instead of as a re-flowed quotation.
@@ -45,10 +59,11 @@ def plain_to_rst(lines: list[str]) -> list[str]:
     prev = None  # the kind of the last non-blank line: "shape", "bullet", "literal" or None (prose)
     last = ""  # the last non-blank line
     gap = False  # a blank line since the last non-blank one
+    open_shape = False  # the last shape line's sentence goes on in the next line
     for i, line in enumerate(lines):
         if not line.strip():
             out.append(line)
-            gap = True
+            gap, open_shape = True, False
             continue
         kind = None
         if line[0].isspace():
@@ -59,8 +74,14 @@ def plain_to_rst(lines: list[str]) -> list[str]:
             elif gap and prev != "bullet" and not last[:1].isspace() and not last.rstrip().endswith("::"):
                 kind = "literal"
                 out += ["::", ""]  # a paragraph of its own: the next indented block is literal
-        elif i > 0 and _SHAPE_LINE.match(line):
+        elif open_shape:
+            out.append(f"  {line}")  # goes on in the line block's last line
+            open_shape = not line.rstrip().endswith(_SENTENCE_END)
+            last = line
+            continue
+        elif _is_shape_line(line, i == 0, gap or prev == "shape" or last.rstrip().endswith(_SENTENCE_END)):
             kind = "shape"
+            open_shape = not line.rstrip().endswith(_CLOSED)
         elif _BULLET.match(line):
             kind = "bullet"
         if kind != prev and not gap and out:
