@@ -8,8 +8,8 @@ nbgrader's gradebook. A mistake in part n must cost exactly part n's points: the
 parts run on the reference versions of the earlier parts (``vitedu.grading.reference_parts``).
 
 One autograde run per assignment (every submission of it in one batch) keeps this to a few minutes;
-A3, which trains for a minute per submission, gets two: a mistake in each of two parts, and a forgotten
-zero_grad (whose diverged run must cost Part 2 only).
+A3, which trains for a minute per submission, gets three: a mistake in each of two parts, a forgotten
+zero_grad (whose diverged run must cost Part 2 only) and a softmax before the loss (a run that learns slowly).
 There is no all-correct submission: every part keeps its full points in most submissions already.
 """
 
@@ -106,6 +106,10 @@ SUBMISSIONS = {
     # train_epoch passes its check; Part 6 is tested on a model of the grader's own, not on the run).
     "a3_no_zero_grad": ("a3_training", [("train_epoch", "optimizer.zero_grad()",
                                          "pass  # optimizer.zero_grad() forgotten")], {"test_train_epoch"}),
+    # Probabilities handed to cross_entropy: the run learns slowly, and only Part 2 may lose points for it.
+    "a3_softmax_before_loss": ("a3_training", [("train_epoch", "loss = F.cross_entropy(model(images), labels)",
+                                                "loss = F.cross_entropy(model(images).softmax(-1), labels)")],
+                               {"test_train_epoch"}),
 }
 ASSIGNMENTS = sorted({assignment for assignment, _, _ in SUBMISSIONS.values()})
 

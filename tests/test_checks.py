@@ -903,7 +903,10 @@ def train_epoch(model, batches, optimizer, mistake=None):
         model.train()
     losses, sizes = [], []
     for images, labels in batches:
-        loss = nn.functional.cross_entropy(model(images), labels)
+        logits = model(images)
+        if mistake == "softmax":  # probabilities handed to cross_entropy, which takes logits
+            logits = logits.softmax(dim=-1)
+        loss = nn.functional.cross_entropy(logits, labels, reduction="sum" if mistake == "sum" else "mean")
         if mistake not in ("no_zero_grad", "zero_grad_before_step"):
             optimizer.zero_grad()
         loss.backward()
@@ -934,6 +937,8 @@ def test_correct_train_epoch_passes_on_every_device(device, capsys):
         ("zero_grad_before_step", r"found no gradients.*cleared before the step used them"),
         ("tensor", r"returned a tensor; return a Python float"),
         ("batch_mean", r"mean of the batch losses.*weight each batch by its size"),
+        ("sum", r"summed over the batch \(reduction='sum'\).*mean over the batch"),
+        ("softmax", r"softmax before F.cross_entropy.*raw logits"),
     ],
 )
 def test_train_epoch_mistakes_are_diagnosed(mistake, hint):
@@ -952,6 +957,8 @@ def cls_attention(model, images, mistake=None):
         rows = block[:, :, 1:, 0].mean(dim=1)
     else:
         rows = block[:, :, 0, 1:].mean(dim=1)
+    if mistake == "renormalised":
+        rows = rows / rows.sum(dim=-1, keepdim=True)
     if mistake == "hard_coded_grid":
         return rows.reshape(len(images), 4, 4)
     grid = rows.reshape(len(images), *model.patch_embed.grid_size)
@@ -972,11 +979,26 @@ def test_correct_cls_attention_passes_on_every_device(device, capsys):
         ("cls_column_kept", r"kept the \[CLS\] column"),
         ("column_to_cls", r"attention \*to\* \[CLS\]"),
         ("hard_coded_grid", r"size is hard-coded"),
+        ("renormalised", r"renormalised over the patches \(as vitedu.interpret.cls_attention.*not renormalised"),
     ],
 )
 def test_cls_attention_mistakes_are_diagnosed(mistake, hint):
     with pytest.raises(CheckFailed, match=hint):
         check_cls_attention(functools.partial(cls_attention, mistake=mistake))
+
+
+def test_the_cls_attention_model_is_peaked_in_its_last_block():
+    """What check_cls_attention's pass message says of its model: in the last block, [CLS]'s strongest patch
+    gets 2 to 5 times the uniform share (with every weight at std 0.3 it got at most 1.1 times)."""
+    from vitedu.checks.a3_training import _peaked_vit
+    from vitedu.checks.diagnosis import randn
+
+    gen, cpu = torch.Generator().manual_seed(17), torch.device("cpu")  # as the check draws its first model
+    model = _peaked_vit(gen, cpu)
+    with torch.no_grad():
+        rows = model.attention_maps(randn(gen, 6, 1, 8, 8, device=cpu))[-1, :, :, 0, 1:].mean(dim=1)
+    strongest = rows.max(dim=-1).values * 17  # in units of the uniform share 1/17
+    assert (strongest > 1.9).all() and (strongest < 5.1).all() and strongest.max() > 4.5, strongest
 
 
 def test_the_docstring_lists_every_check():

@@ -53,10 +53,12 @@ The mistakes diagnosed by name (each has a test in tests/test_checks.py that pla
   rows, a RuntimeError); mean pooling; logits for every token or patch (shape).
 - check_train_epoch: ``model.train()`` missing; ``optimizer.step()`` missing; ``zero_grad()`` missing
   (gradients accumulate); ``zero_grad()`` between ``backward()`` and ``step()`` (the step finds no
-  gradients); a tensor returned instead of a float; the mean of batch losses instead of the mean per image.
+  gradients); the loss summed over the batch (``reduction="sum"``); a softmax before ``F.cross_entropy``;
+  a tensor returned instead of a float; the mean of batch losses instead of the mean per image.
 - check_cls_attention: the first block instead of the last; head 0 instead of the mean over heads; the
-  grid transposed; the [CLS] column kept; the column to [CLS] instead of its row; renormalised weights;
-  a hard-coded grid size.
+  grid transposed; the [CLS] column kept; the column to [CLS] instead of its row; renormalised weights
+  (as vitedu.interpret.cls_attention returns them; the assignment asks for the raw ones); a hard-coded
+  grid size.
 
 The checks live in one module per assignment (``a1_attention``, ``a2_patches_to_vit``, ``a3_training``) and share
 the machinery of ``vitedu.checks.diagnosis``; every check is importable from ``vitedu.checks``.

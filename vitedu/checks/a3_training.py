@@ -33,12 +33,14 @@ def _tiny_classifier(gen: torch.Generator, device: torch.device) -> nn.Module:
 
 
 def _reference_epoch(model: nn.Module, batches: list, lr: float, zero_grad: bool = True,
-                     step: bool = True) -> list[float]:
+                     step: bool = True, reduction: str = "mean", softmax: bool = False) -> list[float]:
     """The reference training epoch (SGD), with switchable mistakes; returns each batch's mean loss."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     losses = []
     for images, labels in batches:
-        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        logits = model(images)
+        logits = logits.softmax(dim=-1) if softmax else logits
+        loss = torch.nn.functional.cross_entropy(logits, labels, reduction=reduction)
         if zero_grad:
             optimizer.zero_grad()
         loss.backward()
@@ -64,7 +66,7 @@ def check_train_epoch(train_epoch: Callable[..., float], device=None) -> None:
                for n in sizes]
     start = {name: p.detach().clone() for name, p in model.state_dict().items()}
 
-    def trained(**mistake: bool) -> tuple[list[float], list[Tensor]]:
+    def trained(**mistake: bool | str) -> tuple[list[float], list[Tensor]]:
         ref = _tiny_classifier(torch.Generator(), device)
         ref.load_state_dict(start)
         losses = _reference_epoch(ref, batches, lr=0.5, **mistake)
@@ -110,6 +112,17 @@ def check_train_epoch(train_epoch: Callable[..., float], device=None) -> None:
             raise CheckFailed(
                 f"{what}: the gradients accumulate from batch to batch: call optimizer.zero_grad() before "
                 "loss.backward() (PyTorch adds new gradients to the old ones).")
+        if same(trained(reduction="sum")[1]):
+            raise CheckFailed(
+                f"{what}: the loss is summed over the batch (reduction='sum'), so each step is as many times too "
+                "large as the batch has images, and a smaller last batch takes a smaller step. Train on the mean "
+                "over the batch, F.cross_entropy's default: loss = F.cross_entropy(logits, labels). (For the "
+                "returned mean per image, weight loss.item() by len(labels) outside the training step.)")
+        if same(trained(softmax=True)[1]):
+            raise CheckFailed(
+                f"{what}: you applied a softmax before F.cross_entropy, which applies log-softmax itself: it then "
+                "reads probabilities as logits, so the loss can never go near 0 and the gradients are tiny. Pass "
+                "the model's raw logits: F.cross_entropy(model(images), labels).")
         raise CheckFailed(f"{what}: after one epoch the weights differ from those of a reference epoch (one "
                           "zero_grad, backward, step per batch, with F.cross_entropy on the model's logits).")
     per_image = sum(value * n for value, n in zip(losses, sizes)) / sum(sizes)
@@ -123,17 +136,20 @@ def check_train_epoch(train_epoch: Callable[..., float], device=None) -> None:
 
 
 def _peaked_vit(gen: torch.Generator, device: torch.device, patch_size: int = 2) -> nn.Module:
-    """A digits ViT (2 blocks of 4 heads) with large random weights drawn from ``gen``: its attention is peaked
-    and differs from block to block and from head to head, so a map from the wrong block, a single head, a
-    transposed grid or a shifted column is far from the right one (a freshly initialised ViT attends almost
-    uniformly, and a trained one may attend to almost nothing but itself)."""
+    """A digits ViT (2 blocks of 4 heads) with random weights drawn from ``gen``, the query-key-value weights
+    large (std 1) so that its attention is peaked in both blocks and differs from block to block and from
+    head to head: a map from the wrong block, a single head, a transposed grid or a shifted column is then
+    far from the right one (a freshly initialised ViT attends almost uniformly, and a trained one may attend
+    to almost nothing but itself). tests/test_checks.py measures how peaked: with all weights at std 0.3
+    the last block's head-averaged [CLS] row was near uniform (at most 0.066 against 1/17 = 0.059)."""
     from ..models import create_model
 
     with torch.random.fork_rng(devices=[]):  # the notebook's random numbers stay as they were
         model = create_model("vit_digits_patch2_8", depth=2, num_heads=4, patch_size=patch_size)
     with torch.no_grad():
-        for param in model.parameters():
-            param.copy_(torch.randn(param.shape, generator=gen) * 0.3)
+        for name, param in model.named_parameters():
+            std = 1.0 if name.endswith("attn.qkv.weight") else 0.3
+            param.copy_(torch.randn(param.shape, generator=gen) * std)
     return model.to(device).eval()
 
 
@@ -175,12 +191,14 @@ def check_cls_attention(cls_attention: Callable[..., Tensor], device=None) -> No
              "patches are columns 1 onwards, [..., 0, 1:].", lambda: layout(maps[-1, :, :, 0, :-1].mean(1))),
             ("this is the attention *to* [CLS] from each patch (column 0); [CLS]'s own attention is row 0: "
              "[..., 0, 1:].", lambda: layout(maps[-1, :, :, 1:, 0].mean(1))),
-            ("the weights are renormalised over the patches; keep them as the softmax gave them (their sum is "
-             "below 1 by [CLS]'s attention to itself).",
+            ("the weights are renormalised over the patches (as vitedu.interpret.cls_attention and chapter 6 do, "
+             "to compare maps on one scale); this part asks for them as the softmax gave them, not "
+             "renormalised: their sum is below 1 by [CLS]'s attention to itself.",
              lambda: layout(maps[-1, :, :, 0, 1:].mean(1) / maps[-1, :, :, 0, 1:].mean(1).sum(-1, keepdim=True))),
         ], what, otherwise="Take maps[-1] (last block), row 0 ([CLS]), columns 1: (patches), the mean over heads.")
 
     run(2, 6)
     other_sizes("a 4x4 grid", "a 2x2 grid (4x4 patches)", lambda: run(4, 3))
-    passed("check_cls_attention", "last block, [CLS] row, patch columns, mean over heads, row-major grid "
-           "(on a model of the check's own with peaked random attention)")
+    passed("check_cls_attention", "last block, [CLS] row, patch columns, mean over heads, row-major grid, "
+           "not renormalised (on a model of the check's own whose random attention is peaked: in its last "
+           "block [CLS]'s strongest patch gets 2 to 5 times the uniform share)")
