@@ -366,6 +366,8 @@ def test_one_shared_scale_and_honest_labels(tab, data) -> None:
     mistake = next(c for c, canvas in enumerate(data["canvases"]) if canvas["mistake"])
     button = page.locator(f".ve-picker button[data-canvas='{mistake}']")
     assert "ve-mistake" in button.get_attribute("class") and "read as" in button.inner_text()
+    right, total = data["test"]["canvases"] - data["test"]["wrong"], data["test"]["canvases"]
+    assert f"reads {right:,} of the {total:,} test canvases right" in page.locator(".ve-picker-note").inner_text()
     button.click()
     assert "a mistake" in page.locator(".ve-readout").inner_text()
     assert "wrong" in page.locator(".ve-panel[data-model='trained'] .ve-pred").inner_text()

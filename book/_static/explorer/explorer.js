@@ -152,8 +152,13 @@
     const panels = el("div", { class: "ve-panels" });
     const tip = el("div", { class: "ve-tip", role: "tooltip", hidden: "" });
     const dialog = el("dialog", { class: "ve-dialog", "aria-labelledby": "ve-dialog-title" });
+    const mistakes = D.canvases.filter((c) => c.mistake).length;
+    const accuracy = (100 * (1 - D.test.wrong / D.test.canvases)).toFixed(1);
     root.replaceChildren(
       picker,
+      el("p", { class: "ve-note ve-picker-note" }, `The first test canvas of each digit, and (red, dashed) the first ` +
+        `${mistakes} that the trained model gets wrong: it reads ${(D.test.canvases - D.test.wrong).toLocaleString("en")} of the ` +
+        `${D.test.canvases.toLocaleString("en")} test canvases right (${accuracy} %).`),
       el("div", { class: "ve-top" }, big, el("div", { class: "ve-side" }, clsButton, readout, scales,
         el("p", { class: "ve-note" }, "Hover over a map for its values; click it (or focus it and press Enter) to enlarge it."))),
       panels, tip, dialog,
@@ -389,11 +394,11 @@
         const truth = state.source.label;
         const grid = el("div", { class: "ve-grid" });
         for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) grid.append(smallMap(name, l, h));
-        const verdict = truth === null ? "" : predicted === truth ? " (right)" : ` (wrong: the digit is ${truth})`;
+        const verdict = truth === null ? "" : predicted === truth ? ": right" : `: wrong, the digit is ${truth}`;
         panels.append(el("section", { class: "ve-panel", "data-model": name },
           el("h3", {}, title), el("p", { class: "ve-what" }, what),
           el("p", { class: "ve-pred", "data-prediction": String(predicted) },
-            `predicts ${predicted} (${r.probabilities[predicted].toFixed(2)})${verdict}`),
+            `predicts ${predicted} (probability ${r.probabilities[predicted].toFixed(2)})${verdict}`),
           grid,
           el("div", { class: "ve-roll" }, smallMap(name, null, null),
             el("span", {}, "rollout through all layers (its own scale)"))));
@@ -406,7 +411,7 @@
   // --- draw your own --------------------------------------------------------------------------------
   if (drawRoot) {
     const SIDE = 288, SCALE = SIDE / S; // 9 screen pixels per model pixel
-    const pad = el("canvas", { id: "draw-digit", width: SIDE, height: SIDE, tabindex: "0",
+    const pad = el("canvas", { id: "draw-digit", width: SIDE, height: SIDE, role: "img",
       "aria-label": "a 32 by 32 pixel canvas to draw a digit on with the mouse or a finger" });
     const ink = document.createElement("canvas"); // the strokes alone, what the model reads
     ink.width = ink.height = SIDE;
