@@ -160,7 +160,7 @@
         `${mistakes} that the trained model gets wrong: it reads ${(D.test.canvases - D.test.wrong).toLocaleString("en")} of the ` +
         `${D.test.canvases.toLocaleString("en")} test canvases right (${accuracy} %).`),
       el("div", { class: "ve-top" }, big, el("div", { class: "ve-side" }, clsButton, readout, scales,
-        el("p", { class: "ve-note" }, "Hover over a map for its values; click it (or focus it and press Enter) to enlarge it."))),
+        el("p", { class: "ve-note" }, "Hover over a map for its values; click or tap it (or focus it and press Enter) to enlarge it."))),
       panels, tip, dialog,
     );
 
@@ -340,10 +340,12 @@
         for (const [canvas, row] of figures) drawMap(canvas, state.source, row, l === null ? rmax : vmax, state.query, t);
       }
       for (const [canvas] of figures) {
-        canvas.addEventListener("pointermove", (event) => {
-          const k = patchAt(canvas, event);
-          if (k !== null && PREFIX + k !== dialogState.cursor) show(PREFIX + k);
-        });
+        for (const type of ["pointerdown", "pointermove"]) { // a mouse moves, a finger taps or drags
+          canvas.addEventListener(type, (event) => {
+            const k = patchAt(canvas, event);
+            if (k !== null && PREFIX + k !== dialogState.cursor) show(PREFIX + k);
+          });
+        }
       }
       maps.addEventListener("keydown", (event) => {
         const moves = { ArrowUp: [-1, 0], ArrowDown: [1, 0], ArrowLeft: [0, -1], ArrowRight: [0, 1] };
@@ -518,6 +520,7 @@
     }
     pad.addEventListener("pointerdown", (event) => {
       event.preventDefault();
+      prediction.setAttribute("aria-busy", "true"); // screen readers hear the prediction when the stroke ends
       pad.setPointerCapture(event.pointerId);
       last = point(event);
       stroke(last, [last[0] + 0.01, last[1]]);
@@ -528,7 +531,9 @@
       stroke(last, next);
       last = next;
     });
-    for (const type of ["pointerup", "pointercancel"]) pad.addEventListener(type, () => { last = null; });
+    for (const type of ["pointerup", "pointercancel"]) {
+      pad.addEventListener(type, () => { last = null; prediction.setAttribute("aria-busy", "false"); });
+    }
     clear.addEventListener("click", () => { resetInk(); paintPad(); update(); });
     explore.addEventListener("click", () => showDrawing());
     resetInk();
