@@ -19,16 +19,17 @@ timm hard-requires torchvision; tests/timm_reference.py stands in for it where i
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from bench_attention import attention_table  # benchmarks/, this script's folder, is on the path
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -37,10 +38,15 @@ from vitedu.hf_configs import convert_hf_state_dict
 from vitedu.models import MODEL_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_attention import attention_table  # noqa: E402
-from timm_reference import import_timm  # noqa: E402
+
+
+def import_timm():
+    """timm, importable without torchvision (which has no CPU wheel here): the tests' own loader,
+    tests/timm_reference.py, read as a file rather than put on the import path."""
+    spec = importlib.util.spec_from_file_location("timm_reference", ROOT / "tests" / "timm_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.import_timm()
 
 
 def machine() -> str:

@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
+from bench_models import machine  # benchmarks/, this script's folder, is on the path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_models import machine  # noqa: E402
-
-from vitedu import train as T  # noqa: E402
+from vitedu import train as T
 
 SETTINGS = [("fp32", False), ("bf16", False), ("fp32", True), ("bf16", True)]
 

@@ -6,12 +6,12 @@ val only, along the way.
     python tools/gpu_sweep.py --runner benchmarks/mae_sweep.py --jobs lr1.5e-3:0 mask50:0 mask90:0 \\
         --deadline 530 --device cuda --save-dir /tmp/mae --pack-dir "$OUT"          # many at once on one GPU
 
-A variant is ``tools/pretrain_mae.py``'s ``MAEConfig`` with some fields changed (``VARIANTS``). A job pre-trains
+A variant is ``vitedu.mae_pretrain.MAEConfig`` with some fields changed (``VARIANTS``). A job pre-trains
 it into ``<save-dir>/<name>_seed<s>/`` (a checkpoint every epoch: a stopped job resumes when started again) and
 logs one line an epoch to ``<name>_seed<s>.log`` (what ``tools/gpu_sweep.py`` counts). Every ``PROBE_EVERY``
-epochs, and at the end, it probes the encoder on val: the linear probe of ``pretrain_mae.linear_probe`` on
+epochs, and at the end, it probes the encoder on val: the linear probe of ``vitedu.linear_probe.linear_probe`` on
 ``N_LABELLED`` training canvases, pooling and L2 chosen on the val canvases, **no test canvas loaded** (a recipe
-is chosen here; test is read once, for the chosen recipe, by ``pretrain_mae.py --probe``). Seed 0's random
+is chosen here; test is read once, for the chosen recipe, by ``tools/pretrain_mae.py --probe``). Seed 0's random
 encoder, the baseline every probe is compared with, is probed the same way once per job. Each probe is one JSON
 line in ``--out``; the final encoder goes to ``<name>_seed<s>.safetensors``.
 """
@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import pretrain_mae as mae  # noqa: E402  (tools/ is scripts, not a package)
+from vitedu import linear_probe as probe
+from vitedu import mae_pretrain
 
 N_LABELLED = 1_000  # the issue's probe: 1,000 labelled canvases
 PROBE_EVERY = 50  # epochs between probes, to see whether longer pre-training still pays
@@ -58,7 +57,7 @@ def variant_config(name: str, seed: int = 0):
     """``MAEConfig`` with the variant's fields; ``name`` must be a key of ``VARIANTS``."""
     if name not in VARIANTS:
         raise ValueError(f"unknown MAE variant {name!r}: choose one of {sorted(VARIANTS)}")
-    return replace(mae.MAEConfig(), **VARIANTS[name], seed=seed)
+    return replace(mae_pretrain.MAEConfig(), **VARIANTS[name], seed=seed)
 
 
 def job_epochs(name: str) -> int | None:
@@ -68,7 +67,7 @@ def job_epochs(name: str) -> int | None:
 
 def probe_row(encoder: torch.nn.Module, data: dict, **about) -> dict:
     began = time.perf_counter()
-    return {**about, **mae.linear_probe(encoder, N_LABELLED, 0, data), "n_labelled": N_LABELLED,
+    return {**about, **probe.linear_probe(encoder, N_LABELLED, 0, data), "n_labelled": N_LABELLED,
             "probe_seconds": round(time.perf_counter() - began, 1)}
 
 
@@ -77,7 +76,7 @@ def run(name: str, seed: int, device: str, save_dir: Path, out: Path, epochs: in
     config = variant_config(name, seed)
     if epochs is not None:  # a quick check of the machinery
         config = replace(config, epochs=epochs)
-    folder, data = save_dir / f"{name}_seed{seed}", mae.probe_data(N_LABELLED, 0, test=False)
+    folder, data = save_dir / f"{name}_seed{seed}", probe.probe_data(N_LABELLED, 0, test=False)
     with open(save_dir / f"{name}_seed{seed}.log", "a") as log_file, open(out, "a") as rows:
         def log(line: str) -> None:
             print(line, file=log_file, flush=True)
@@ -86,19 +85,19 @@ def run(name: str, seed: int, device: str, save_dir: Path, out: Path, epochs: in
             print(json.dumps(row), file=rows, flush=True)
 
         about = dict(variant=name, seed=seed, device=device)
-        if not (folder / mae.STATE_FILE).exists():
-            record(probe_row(mae.build_mae(config).encoder.to(device), data, **about, epochs_done=0))
+        if not (folder / mae_pretrain.STATE_FILE).exists():
+            record(probe_row(mae_pretrain.build_mae(config).encoder.to(device), data, **about, epochs_done=0))
         model = history = None
         for stop in [*range(PROBE_EVERY, config.epochs, PROBE_EVERY), config.epochs]:
-            state = folder / mae.STATE_FILE
+            state = folder / mae_pretrain.STATE_FILE
             if state.exists() and json.loads(state.read_text())["epoch"] >= stop:
                 continue  # a stage a stopped job already did (and probed)
-            model, history, steps = mae.pretrain(config, folder, device, stop_after=stop, log=log)
+            model, history, steps = mae_pretrain.pretrain(config, folder, device, stop_after=stop, log=log)
             record(probe_row(model.encoder, data, **about, epochs_done=stop, steps=steps,
                              val_recon_loss=round(history.val_loss[-1], 4),
                              seconds=round(sum(history.seconds), 1), config=asdict(config)))
         if model is not None:
-            mae.save_encoder(save_dir / f"{name}_seed{seed}.safetensors", model, config, history)
+            mae_pretrain.save_encoder(save_dir / f"{name}_seed{seed}.safetensors", model, config, history)
 
 
 def main(argv: list[str] | None = None) -> None:

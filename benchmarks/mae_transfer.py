@@ -18,14 +18,14 @@ For every fraction of the labels and each arm: the learning rate chosen on val w
 every seed at that rate, and the linear probe's val accuracy per seed; the masking-ratio sweep; the two decoders;
 the "where" probes; the shipped encoder's linear probe on test.
 
-``probe``: ``pretrain_mae.linear_probe`` (pooling and L2 chosen on val, val only) on 1,000 labelled canvases made
+``probe``: ``vitedu.linear_probe.linear_probe`` (pooling and L2 chosen on val, val only) on 1,000 labelled canvases made
 from a stratified ``--fractions`` of the training digits (the subset drawn with the seed, as ``finetune`` draws it),
 for the encoder and its random start: the probe's side of the 1 / 10 / 100 % experiment.
 
 ``lenses``: the same probe on other fixed read-outs of the frozen tokens (the maximum over the patch tokens, the
 mean after every block), for the encoder and its random start: does another pooling find the digit?
 
-``where``: where in a canvas the encoder's tokens carry the digit. Linear probes (``pretrain_mae.linear_probe``'s
+``where``: where in a canvas the encoder's tokens carry the digit. Linear probes (``vitedu.linear_probe.linear_probe``'s
 logistic regression, L2 chosen on val) on 1,000 labelled training canvases, on the mean of the patch tokens under
 the digit's box, of the others (clutter and blank), and of all, for the encoder and for its random start.
 """
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -45,15 +44,16 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-import pretrain_mae as mae  # noqa: E402  (tools/ is scripts, not a package)
-
-from vitedu import create_model  # noqa: E402
-from vitedu import train as T  # noqa: E402
-from vitedu.checkpoints import atomic_write  # noqa: E402
-from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits  # noqa: E402
-from vitedu.interpret import box_coverage  # noqa: E402
-from vitedu.shipped import shipped_metadata  # noqa: E402
+from vitedu import (
+    create_model,
+    mae_pretrain,
+)
+from vitedu import linear_probe as probe
+from vitedu import train as T
+from vitedu.checkpoints import atomic_write
+from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits
+from vitedu.interpret import box_coverage
+from vitedu.shipped import shipped_metadata
 
 
 def read_encoder(path: str | Path) -> tuple[dict, dict, dict]:
@@ -65,7 +65,8 @@ def read_encoder(path: str | Path) -> tuple[dict, dict, dict]:
 
 def random_start(config: dict) -> dict:
     """The encoder weights the MAE of ``config`` started from (``build_mae`` seeds them with its seed)."""
-    return mae.build_mae(mae.MAEConfig(**{**config, "betas": tuple(config["betas"])})).encoder.state_dict()
+    mae_config = mae_pretrain.MAEConfig(**{**config, "betas": tuple(config["betas"])})
+    return mae_pretrain.build_mae(mae_config).encoder.state_dict()
 
 
 def classifier(state: dict, model_kwargs: dict, seed: int, drop_path_rate: float = 0.1) -> nn.Module:
@@ -149,7 +150,7 @@ def pooled_by_block(encoder: nn.Module, images: Tensor) -> dict[str, Tensor]:
 
 def probe_val(f_train: Tensor, y_train: Tensor, f_val: Tensor, y_val: Tensor) -> float:
     """``linear_probe``'s logistic regression on these features, its L2 penalty chosen on val: the best val acc."""
-    return max(acc for _, acc, *_ in mae.probe_each_l2(f_train, y_train, f_val, y_val))
+    return max(acc for _, acc, *_ in probe.probe_each_l2(f_train, y_train, f_val, y_val))
 
 
 def canvases(split: str, **kw) -> tuple[Tensor, Tensor, Tensor]:
@@ -172,7 +173,7 @@ def probe_fractions(args: argparse.Namespace) -> None:
             for arm, weights in (("mae", state), ("random", random_start(pre_config))):
                 encoder = create_model("vit_cluttered_digits", **model_kwargs)
                 encoder.load_state_dict(weights)
-                result = mae.linear_probe(encoder, args.n_labelled, seed, data=data)
+                result = probe.linear_probe(encoder, args.n_labelled, seed, data=data)
                 row = {"arm": arm, "fraction": fraction, "seed": seed, "n_labelled": args.n_labelled,
                        "encoder": Path(args.encoder).name,
                        **{k: result[k] for k in ("pool", "weight_decay", "val_acc")}}
@@ -270,7 +271,7 @@ def summary(args: argparse.Namespace) -> None:
     def rows(name: str) -> list[dict]:
         return [json.loads(line) for line in (RESULTS / name).read_text().splitlines() if line.strip()]
 
-    result = summarise(rows("mae_transfer.jsonl"), rows("mae_sweep.jsonl"), shipped_metadata(mae.SHIPPED_NAME))
+    result = summarise(rows("mae_transfer.jsonl"), rows("mae_sweep.jsonl"), shipped_metadata(mae_pretrain.SHIPPED_NAME))
     out = Path(args.out)
     atomic_write(out, lambda p: p.write_text(json.dumps(result, indent=1) + "\n"))
     print(f"wrote {out}")

@@ -1,4 +1,5 @@
-"""tools/pretrain_mae.py: MAE pre-training learns, resumes exactly, never reads a label; the probe chooses on val."""
+"""vitedu.mae_pretrain: MAE pre-training learns, resumes exactly, never reads a label; vitedu.linear_probe chooses
+on val; tools/pretrain_mae.py ships a finished run and refuses anything else."""
 
 from __future__ import annotations
 
@@ -14,43 +15,45 @@ from torch import nn
 from train_recipes import MAE_TINY
 
 import vitedu
+from vitedu import linear_probe as LP
+from vitedu import mae_pretrain as MP
 from vitedu.mae import MaskedAutoencoder
 from vitedu.patching import patchify
 
-mae_tool = load_tool("pretrain_mae")
+mae_tool = load_tool("pretrain_mae")  # the command line and --ship
 
 TINY = MAE_TINY
 
 
 @pytest.fixture(scope="module")
 def val_images():
-    return mae_tool.unlabelled_canvases("val", 32, seed=5)
+    return MP.unlabelled_canvases("val", 32, seed=5)
 
 
 def test_training_steps_reduce_the_reconstruction_loss(val_images):
-    config = mae_tool.MAEConfig(**TINY)
-    before = mae_tool.reconstruction_loss(mae_tool.build_mae(config), val_images, config.mask_ratio)
-    model, history, step = mae_tool.pretrain(config, val_images=val_images, log=lambda _: None)
+    config = MP.MAEConfig(**TINY)
+    before = MP.reconstruction_loss(MP.build_mae(config), val_images, config.mask_ratio)
+    model, history, step = MP.pretrain(config, val_images=val_images, log=lambda _: None)
     assert step == 2 * 2  # 64 canvases in batches of 32, two epochs
-    assert history.val_loss[-1] == mae_tool.reconstruction_loss(model, val_images, config.mask_ratio)
+    assert history.val_loss[-1] == MP.reconstruction_loss(model, val_images, config.mask_ratio)
     assert history.val_loss[-1] < 0.9 * before
 
 
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, val_images):
-    config = mae_tool.MAEConfig(**TINY)
+    config = MP.MAEConfig(**TINY)
     quiet = dict(val_images=val_images, log=lambda _: None)
-    whole, whole_history, whole_steps = mae_tool.pretrain(config, **quiet)
-    _, _, steps = mae_tool.pretrain(config, out=tmp_path, stop_after=1, **quiet)
+    whole, whole_history, whole_steps = MP.pretrain(config, **quiet)
+    _, _, steps = MP.pretrain(config, out=tmp_path, stop_after=1, **quiet)
     assert steps == 2 and json.loads((tmp_path / "train_state.json").read_text())["epoch"] == 1
     lines = []
-    other = mae_tool.MAEConfig(**{**TINY, "base_lr": 1.0})  # ignored: a resumed run keeps the saved config
-    resumed, history, steps = mae_tool.pretrain(other, out=tmp_path, val_images=val_images, log=lines.append)
+    other = MP.MAEConfig(**{**TINY, "base_lr": 1.0})  # ignored: a resumed run keeps the saved config
+    resumed, history, steps = MP.pretrain(other, out=tmp_path, val_images=val_images, log=lines.append)
     assert lines[0].startswith("resuming") and steps == whole_steps == 4
     assert history.epoch == [1, 2] and history.train_loss == whole_history.train_loss
     for (name, a), (_, b) in zip(whole.state_dict().items(), resumed.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
 
-    mae_tool.save_encoder(tmp_path / "encoder.safetensors", resumed, config, history)
+    MP.save_encoder(tmp_path / "encoder.safetensors", resumed, config, history)
     with safe_open(str(tmp_path / "encoder.safetensors"), "pt") as f:
         meta = f.metadata()
     encoder = vitedu.create_model(meta["model"], **json.loads(meta["model_kwargs"]))
@@ -77,8 +80,8 @@ def test_pretraining_never_reads_a_label(monkeypatch):
     digits = vitedu.digits.load_digits()
     without_labels = {k: (x, NoLabels()) for k, (x, _) in digits.items()}
     monkeypatch.setattr(vitedu.mae_pretrain, "load_digits", lambda: without_labels)
-    config = mae_tool.MAEConfig(**{**TINY, "epochs": 1})
-    _, history, _ = mae_tool.pretrain(config, log=lambda _: None)  # its own val canvases too
+    config = MP.MAEConfig(**{**TINY, "epochs": 1})
+    _, history, _ = MP.pretrain(config, log=lambda _: None)  # its own val canvases too
     assert len(history.val_loss) == 1
 
 
@@ -105,8 +108,8 @@ def _probe_file(path, config, epochs_done, test=True):
 
 
 def test_ship_writes_the_encoder_for_the_registry_and_the_decoder_beside_it(tmp_path, val_images):
-    config = mae_tool.MAEConfig(**TINY)
-    model, _, _ = mae_tool.pretrain(config, out=tmp_path / "run", val_images=val_images, log=lambda _: None)
+    config = MP.MAEConfig(**TINY)
+    model, _, _ = MP.pretrain(config, out=tmp_path / "run", val_images=val_images, log=lambda _: None)
     assets = tmp_path / "assets"
     assets.mkdir()
     encoder_file, decoder_file = mae_tool.ship(tmp_path / "run", _probe_file(tmp_path / "p.json", config, 2),
@@ -127,15 +130,15 @@ def test_ship_writes_the_encoder_for_the_registry_and_the_decoder_beside_it(tmp_
 
 
 def test_ship_refuses_an_unfinished_run_and_a_probe_of_another(tmp_path, val_images):
-    config = mae_tool.MAEConfig(**TINY)
+    config = MP.MAEConfig(**TINY)
     quiet = dict(val_images=val_images, log=lambda _: None)
-    mae_tool.pretrain(config, out=tmp_path / "run", stop_after=1, **quiet)
+    MP.pretrain(config, out=tmp_path / "run", stop_after=1, **quiet)
     assets = tmp_path / "assets"
     assets.mkdir()
     with pytest.raises(SystemExit, match="stopped after epoch 1 of 2: finish it first"):
         mae_tool.ship(tmp_path / "run", _probe_file(tmp_path / "p.json", config, 2), assets)
-    mae_tool.pretrain(config, out=tmp_path / "run", **quiet)
-    other = mae_tool.MAEConfig(**{**TINY, "mask_ratio": 0.5})
+    MP.pretrain(config, out=tmp_path / "run", **quiet)
+    other = MP.MAEConfig(**{**TINY, "mask_ratio": 0.5})
     for probe in (_probe_file(tmp_path / "a.json", other, 2), _probe_file(tmp_path / "b.json", config, 1),
                   _probe_file(tmp_path / "c.json", config, 2, test=False)):
         with pytest.raises(SystemExit, match="is not the finished run .* probed on test"):
@@ -155,7 +158,7 @@ def test_the_probe_chooses_on_val_and_reads_test_once():
     g = torch.Generator().manual_seed(1)
     data = {"train": synthetic(200, g), "val": synthetic(100, g), "test": synthetic(100, g)}
     encoder = PixelEncoder()
-    result = mae_tool.linear_probe(encoder, 200, seed=0, data=data)
+    result = LP.linear_probe(encoder, 200, seed=0, data=data)
     assert result["pool"] == "mean"  # [CLS] carries nothing here; the choice saw it on val
     assert max(v for k, v in result["val_grid"].items() if k.startswith("cls/")) <= 0.25
     assert result["val_acc"] == max(result["val_grid"].values()) > 0.9
@@ -167,7 +170,7 @@ def test_the_probe_chooses_on_val_and_reads_test_once():
 
 def test_features_refuse_an_unknown_pooling():
     with pytest.raises(ValueError, match="pool must be one of"):
-        mae_tool.features(PixelEncoder(), torch.zeros(2, 1, 32, 32), "max")
+        LP.features(PixelEncoder(), torch.zeros(2, 1, 32, 32), "max")
 
 
 def test_the_probe_refuses_a_folder_without_a_run(tmp_path):

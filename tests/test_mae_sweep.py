@@ -29,7 +29,7 @@ def test_every_variant_is_the_base_recipe_with_named_fields_changed(sweep):
         assert config.seed == 3 and sweep.job_epochs(name) == config.epochs
         assert config == replace(base, **{k: v for k, v in fields.items()}, seed=3), name
         assert (config == replace(base, seed=3)) == (name == "lr1.5e-3"), name
-        sweep.mae.build_mae(config)  # builds
+        sweep.mae_pretrain.build_mae(config)  # builds
     assert sweep.variant_config("mask90").mask_ratio == 0.9 and sweep.job_epochs("not a variant") is None
     with pytest.raises(ValueError, match=r"unknown MAE variant 'mask95': choose one of \['dec4', "):
         sweep.variant_config("mask95")
@@ -44,7 +44,7 @@ def test_a_job_probes_its_start_and_each_stage_on_val_only_and_resumes(sweep, tm
         n = num_images or 40
         return torch.rand(n, 1, 32, 32, generator=generator), torch.arange(n) % 10, None
 
-    monkeypatch.setattr(sweep.mae, "load_cluttered_digits", canvases)
+    monkeypatch.setattr(sweep.probe, "load_cluttered_digits", canvases)
     monkeypatch.setitem(sweep.VARIANTS, "tiny", MAE_TINY)
     monkeypatch.setattr(sweep, "PROBE_EVERY", 1)
     monkeypatch.setattr(sweep, "N_LABELLED", 30)
@@ -60,14 +60,14 @@ def test_a_job_probes_its_start_and_each_stage_on_val_only_and_resumes(sweep, tm
     assert [line.split()[1] for line in log if line.startswith("epoch")] == ["1/2", "2/2"]
     assert load_tool("gpu_sweep").epochs_logged(str(tmp_path), ("tiny", 1)) == 2  # what the GPU sweep counts
     encoder = load_file(tmp_path / "tiny_seed1.safetensors")  # the final encoder alone
-    assert set(encoder) == set(sweep.mae.build_mae(sweep.variant_config("tiny")).encoder.state_dict())
+    assert set(encoder) == set(sweep.mae_pretrain.build_mae(sweep.variant_config("tiny")).encoder.state_dict())
 
     # a job started again after it ended repeats nothing
     sweep.main(["--variants", "tiny", "--seeds", "1", "--save-dir", str(tmp_path), "--out", str(out)])
     assert len(out.read_text().splitlines()) == 3
 
     # a job stopped after its first stage goes on from there: no second random-start probe, no stage twice
-    sweep.mae.pretrain(sweep.variant_config("tiny", seed=2), tmp_path / "tiny_seed2", stop_after=1,
+    sweep.mae_pretrain.pretrain(sweep.variant_config("tiny", seed=2), tmp_path / "tiny_seed2", stop_after=1,
                        log=lambda _: None)
     sweep.main(["--variants", "tiny", "--seeds", "2", "--save-dir", str(tmp_path), "--out", str(out)])
     resumed = [json.loads(line) for line in out.read_text().splitlines()[3:]]

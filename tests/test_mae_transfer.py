@@ -29,7 +29,7 @@ def transfer():
 @pytest.fixture(scope="module")
 def encoder_file(transfer, tmp_path_factory):
     """A tiny pre-trained encoder, saved as tools/pretrain_mae.py saves one (seed 3: not the default)."""
-    mae = transfer.mae
+    mae = transfer.mae_pretrain
     config = mae.MAEConfig(**TINY, seed=3)
     model, history, _ = mae.pretrain(config, log=lambda _: None, val_images=torch.zeros(4, 1, 32, 32))
     path = tmp_path_factory.mktemp("mae") / "encoder.safetensors"
@@ -41,7 +41,7 @@ def test_both_arms_are_the_same_architecture_from_the_encoder_and_from_its_rando
     state, kwargs, config = transfer.read_encoder(encoder_file)
     start = transfer.random_start(config)
     assert config["seed"] == 3 and kwargs["embed_dim"] == 16 and set(start) == set(state)
-    again = transfer.mae.build_mae(transfer.mae.MAEConfig(**TINY, seed=3)).encoder.state_dict()
+    again = transfer.mae_pretrain.build_mae(transfer.mae_pretrain.MAEConfig(**TINY, seed=3)).encoder.state_dict()
     assert all(torch.equal(start[k], again[k]) for k in start)  # the MAE's own seed-3 start
     assert not torch.equal(start["blocks.0.attn.qkv.weight"], state["blocks.0.attn.qkv.weight"])  # it trained
     heads = []
@@ -188,7 +188,7 @@ def test_other_read_outs_pool_the_frozen_tokens_and_leave_no_hook(transfer, enco
     images = torch.randn(5, 1, 32, 32, generator=torch.Generator().manual_seed(0))
     outs = transfer.pooled_by_block(encoder, images)
     tokens = encoder.forward_features(images)[:, 1:]  # (5, 64, dim)
-    assert torch.equal(outs["mean"], transfer.mae.features(encoder, images, "mean"))  # the probe's own "mean"
+    assert torch.equal(outs["mean"], transfer.probe.features(encoder, images, "mean"))  # the probe's own "mean"
     assert torch.equal(outs["max"], tokens.amax(1))
     dim, depth = model_kwargs["embed_dim"], model_kwargs["depth"]
     assert outs["block means"].shape == (5, depth * dim)

@@ -14,7 +14,7 @@ TINY = replace(T.PRESETS["digits"], model="vit_digits_patch2_8", model_kwargs={"
 SMALL = replace(TINY, train_fraction=0.1, augment="none")
 
 
-# tools/pretrain_mae.py's MAEConfig fields for an MAE of 16 wide, one block: 2 epochs of 64 canvases.
+# vitedu.mae_pretrain.MAEConfig fields for an MAE of 16 wide, one block: 2 epochs of 64 canvases.
 MAE_TINY = dict(epochs=2, batch_size=32, canvases_per_epoch=64, base_lr=0.08, warmup_epochs=0.5,
                 encoder=dict(embed_dim=16, depth=1, num_heads=2, mlp_ratio=2.0),
                 decoder=dict(decoder_embed_dim=8, decoder_depth=1, decoder_num_heads=2))

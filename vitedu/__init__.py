@@ -36,10 +36,10 @@ _LAZY = {
     "PRESETS": "config", "TrainConfig": "config", "fit": "train", "load_trained": "train",
 }
 _SUBMODULES = (
-    "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit", "data",
-    "deit", "digits", "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret", "loaders",
-    "mae", "mae_pretrain", "mimetic", "models", "preprocess", "pretrained", "probes", "registry", "shift", "shipped",
-    "state_dicts", "timm_configs", "train", "utils", "vit",
+    "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit",
+    "data", "deit", "digits", "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret",
+    "linear_probe", "loaders", "mae", "mae_pretrain", "mimetic", "models", "preprocess", "pretrained", "probes",
+    "registry", "shift", "shipped", "state_dicts", "timm_configs", "train", "utils", "vit",
 )
 
 

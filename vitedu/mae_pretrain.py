@@ -12,7 +12,8 @@ lr = base_lr * batch / 256, linear warm-up then a half cosine to 0, 75 % of the 
 normalised pixel targets (``norm_pix_loss``). With ``out``, every epoch is checkpointed there
 (``vitedu.checkpoints.save_checkpoint``: safetensors + JSON), and a run started again with the same ``out``
 resumes after its last complete epoch, with the batches and masks an uninterrupted run would have drawn.
-``tools/pretrain_mae.py`` is the command line around it (and the linear probe that measures what it learned).
+At the end ``save_encoder`` writes the encoder alone (``ENCODER_FILE``), with how to rebuild it in its metadata.
+``tools/pretrain_mae.py`` is the command line around it; ``vitedu.linear_probe`` measures what it learned.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 import torch
 from torch import Tensor
 
-from .checkpoints import STATE_FILE, load_checkpoint, save_checkpoint
+from .checkpoints import STATE_FILE, load_checkpoint, save_checkpoint, save_state_dict
 from .cluttered import CLUTTERED_MEAN, CLUTTERED_STD, make_cluttered
 from .digits import DIGITS_MAX, load_digits
 from .mae import MaskedAutoencoder
@@ -165,4 +166,24 @@ def pretrain(
             save_checkpoint(out, model, optimizer, scaler, config, history, epoch + 1, step)
     return model, history, step
 
+
+ENCODER_FILE = "encoder.safetensors"  # the finished run's encoder, in the run's folder
+SHIPPED_NAME = "vit_cluttered_digits_mae"  # the registry name of the shipped encoder (vitedu.registry.MODELS)
+
+
+def encoder_metadata(config: MAEConfig, history: MAEHistory, model: str) -> dict[str, str]:
+    """What an encoder file says about itself: how to rebuild it (``create_model(model, **model_kwargs)``) and how
+    it was made (the pre-training config, epochs done, final val reconstruction loss, its inputs' normalisation)."""
+    kwargs = dict(img_size=32, patch_size=4, in_chans=1, num_classes=0, pos_embed="sincos", **config.encoder)
+    return {
+        "model": model, "model_kwargs": json.dumps(kwargs), "config": json.dumps(asdict(config)),
+        "epochs_done": str(len(history.epoch)),
+        "val_recon_loss": f"{history.val_loss[-1]:.4f}" if history.val_loss else "",
+        "pretrained_cfg": json.dumps({"input_size": [1, 32, 32], "mean": CLUTTERED_MEAN, "std": CLUTTERED_STD}),
+    }
+
+
+def save_encoder(path: str | Path, model: MaskedAutoencoder, config: MAEConfig, history: MAEHistory) -> None:
+    """The encoder alone as safetensors, with ``encoder_metadata`` (``vit_cluttered_digits`` rebuilds it)."""
+    save_state_dict(Path(path), model.encoder, encoder_metadata(config, history, "vit_cluttered_digits"))
 
