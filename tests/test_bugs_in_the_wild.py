@@ -176,7 +176,7 @@ def test_norm_before_each_branch_passes() -> None:
 
 
 # ----------------------------------------------------------------------------------------------------
-# 5. One ModuleList entry per head
+# 5. One ModuleList entry per head, scaled by the model width (ng-video-lecture#6, vit-pytorch#65)
 
 
 class Head(nn.Module):
@@ -189,11 +189,19 @@ class Head(nn.Module):
         return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-1) @ v
 
 
+class WidthScaledHead(Head):
+    """The bug: the scores scaled by the input's width C = D, not the head's d_k."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        return (q @ k.transpose(-2, -1) * x.shape[-1] ** -0.5).softmax(dim=-1) @ v
+
+
 class PerHeadAttention(nn.Module):
-    def __init__(self, dim: int, num_heads: int, head_dim: int | None = None) -> None:
+    def __init__(self, dim: int, num_heads: int, head_dim: int | None = None, head_cls: type = Head) -> None:
         super().__init__()
         head_dim = head_dim or dim // num_heads
-        self.heads = nn.ModuleList(Head(dim, head_dim) for _ in range(num_heads))
+        self.heads = nn.ModuleList(head_cls(dim, head_dim) for _ in range(num_heads))
         self.proj = nn.Linear(num_heads * head_dim, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -207,11 +215,9 @@ def _attention_like_vit(module: nn.Module) -> bool:
             and module.state_dict().keys() == ref.state_dict().keys())
 
 
-def test_per_head_modules_compute_the_fused_function() -> None:
-    # Not a numerical bug: with the fused layer's rows copied in, the outputs agree.
-    torch.manual_seed(0)
-    fused, per_head = MultiHeadSelfAttention(DIM, HEADS).eval(), PerHeadAttention(DIM, HEADS)
-    d = DIM // HEADS
+def _per_head_from_fused(fused: MultiHeadSelfAttention, head_cls: type) -> PerHeadAttention:
+    """The fused layer's weights in per-head modules: rows of qkv are [q | k | v], each split into heads."""
+    per_head, d = PerHeadAttention(DIM, HEADS, head_cls=head_cls), DIM // HEADS
     with torch.no_grad():
         for i, head in enumerate(per_head.heads):
             for j, layer in enumerate((head.q, head.k, head.v)):
@@ -219,9 +225,33 @@ def test_per_head_modules_compute_the_fused_function() -> None:
                 layer.weight.copy_(fused.qkv.weight[rows])
                 layer.bias.copy_(fused.qkv.bias[rows])
         per_head.proj.load_state_dict(fused.proj.state_dict())
+    return per_head
+
+
+def test_per_head_modules_compute_the_fused_function() -> None:
+    # With the head's scale, not a numerical bug: with the fused layer's rows copied in, the outputs agree.
+    torch.manual_seed(0)
+    fused = MultiHeadSelfAttention(DIM, HEADS).eval()
+    per_head = _per_head_from_fused(fused, Head)
+    with torch.no_grad():
         x = _tokens()
         assert torch.allclose(per_head(x), fused(x)[0], atol=1e-5)
     assert vitedu.count_parameters(per_head) == vitedu.count_parameters(fused)
+
+
+def test_per_head_modules_scaled_by_the_width_are_caught() -> None:
+    # The same comparison catches the scale: 1/sqrt(D) instead of 1/sqrt(d_k), flatter attention.
+    torch.manual_seed(0)
+    fused = MultiHeadSelfAttention(DIM, HEADS).eval()
+    buggy = _per_head_from_fused(fused, WidthScaledHead)
+    x = _tokens()
+    with torch.no_grad():
+        assert not torch.allclose(buggy(x), fused(x)[0], atol=1e-5)
+        q = buggy.heads[0].q(x)
+        k = buggy.heads[0].k(x)
+        right = (q @ k.transpose(-2, -1) * (DIM // HEADS) ** -0.5).softmax(-1)
+        flat = (q @ k.transpose(-2, -1) * DIM**-0.5).softmax(-1)
+        assert flat.amax(-1).mean() < right.amax(-1).mean()  # the wrong scale flattens every row
 
 
 def test_per_head_modules_are_caught_and_the_fused_layer_passes() -> None:
