@@ -1,6 +1,7 @@
-"""The bugs of the appendix "Bugs in the wild" (notebooks/A1_bugs_in_the_wild.ipynb), as unit tests.
+"""The bugs of the appendix "Six bugs that run" (notebooks/A1_bugs_in_the_wild.ipynb), as unit tests.
 
-Each bug is a pattern from ViT code written from scratch (the appendix names a source where it can).
+Each bug is a pattern from ViT code written from scratch (the appendix links public instances where they
+exist: bug 1 and bug 5; the others are labelled composites).
 For each, the test asserts that its check catches the buggy
 version and that the fixed version passes, so a check that stopped seeing the bug (or started rejecting
 correct code) goes red. The checks are the book's: ``vitedu.checks`` functions, comparisons with vitedu's
