@@ -53,6 +53,11 @@ def test_readme_is_a_front_door_not_a_ledger():
     first_screen = "\n".join(lines[:40])
     assert "make book" in first_screen and "make test" in first_screen, "the two set-up commands belong on top"
     assert not re.search(r"\bissues? \d+", TEXT, re.I), "the README names no issue numbers"
+    ways = TEXT.index("Three ways in")  # what it is, the reader's three ways in, then the two commands
+    assert ways < TEXT.index("## Set up: two commands") < TEXT.index("## Use the package")
+    assert all(f"](#{_github_anchor(h)})" in TEXT[ways:] for h in ("Read the book", "Open a notebook",
+                                                                       "Use the package"))
+    assert max(len(line) for line in lines if "colab-badge" not in line) <= 120
 
 
 def test_every_make_target_the_readme_shows_exists():
@@ -126,7 +131,7 @@ def test_every_linked_file_exists():
     assert len(local) >= 10, local
     for link in local:
         path, _, anchor = link.partition("#")
-        target = ROOT / path
+        target = ROOT / path if path else README  # "#heading": a section of the README itself
         assert target.exists(), f"README links {link}, but {path} does not exist"
         if anchor:
             headings = re.findall(r"^#+ (.+)$", target.read_text(), re.M)
@@ -183,7 +188,10 @@ def test_licence_and_citation():
 
 
 def _example() -> str:
-    return re.search(r"```python\n(.*?)```", _section("Use the package"), re.S).group(1)
+    """The package's Python blocks, in order (the five lines, then the rollout that reuses their names)."""
+    blocks = re.findall(r"```python\n(.*?)```", _section("Use the package"), re.S)
+    assert len(blocks[0].strip().splitlines()) == 5, "the package in five lines"
+    return "".join(blocks)
 
 
 @pytest.mark.integration
