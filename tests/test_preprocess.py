@@ -59,12 +59,9 @@ def test_the_plainest_call_on_raw_canvases_is_refused_in_either_mode(mode):
     assert not model.training  # like from_pretrained: trained weights come ready to use
     if mode == "train":
         model.train()
-    images, labels, _ = vitedu.load_cluttered_digits("test", 200)
+    images, _, _ = vitedu.load_cluttered_digits("test", 20)  # the accuracy with the transform: the test above
     with torch.no_grad(), pytest.raises(ValueError, match=r"vitedu\.create_transform\(model\)"):
         model(images)
-    with torch.no_grad():
-        accuracy = (model.eval()(vitedu.create_transform(model)(images)).argmax(-1) == labels).float().mean()
-    assert accuracy > 0.9
 
 
 def test_random_weights_carry_the_registry_cfg_and_are_never_checked():
