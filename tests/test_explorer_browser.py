@@ -96,8 +96,8 @@ def browser():
 class Tab:
     """One offline page load; ``errors`` collects console errors, uncaught errors and non-file requests."""
 
-    def __init__(self, browser, width: int = WIDE, scheme: str = "light") -> None:
-        self.context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+    def __init__(self, browser, width: int = WIDE, scheme: str = "light", **options) -> None:
+        self.context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme, **options)
         self.page = self.context.new_page()
         self.errors: list[str] = []
 
@@ -261,6 +261,34 @@ def test_drawing_on_draw_digit_changes_draw_prediction(tab, models) -> None:
     page.locator("#vitedu-draw button.ve-clear").click()
     page.wait_for_timeout(150)
     assert "predicts" not in prediction.inner_text() and prediction.get_attribute("data-prediction") == ""
+
+
+def test_a_finger_draws_too(browser) -> None:
+    # a phone: touch events (as Chromium's DevTools protocol sends a real finger's), which the page
+    # receives as pointer events; the page must not scroll while the finger draws
+    opened = Tab(browser, width=PHONE, has_touch=True, is_mobile=True)
+    page = opened.page
+    try:
+        pad = page.locator("#draw-digit")
+        pad.scroll_into_view_if_needed()
+        box, scrolled = pad.bounding_box(), page.evaluate("window.scrollY")
+        points = [(box["x"] + x / 32 * box["width"], box["y"] + y / 32 * box["height"])
+                  for x, y in [(20, 18), (25.5, 18), (22, 25.5)]]
+        cdp = opened.context.new_cdp_session(page)
+        start = {"x": points[0][0], "y": points[0][1]}
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchStart", "touchPoints": [start]})
+        for (x0, y0), (x1, y1) in zip(points, points[1:]):
+            for i in range(1, 9):
+                at = {"x": x0 + (x1 - x0) * i / 8, "y": y0 + (y1 - y0) * i / 8}
+                cdp.send("Input.dispatchTouchEvent", {"type": "touchMove", "touchPoints": [at]})
+        cdp.send("Input.dispatchTouchEvent", {"type": "touchEnd", "touchPoints": []})
+        page.wait_for_timeout(150)
+        assert page.locator("#draw-prediction").inner_text().startswith("predicts ")
+        assert sum(v > 0.5 for v in page.evaluate("window.VITEDU_EXPLORER_PAGE.drawnPixels()")) >= 10
+        assert page.evaluate("window.scrollY") == scrolled, "the page scrolled under the finger"
+        assert not opened.errors, "\n".join(opened.errors)
+    finally:
+        opened.close()
 
 
 def test_a_drawing_can_be_explored_in_the_maps(tab) -> None:
