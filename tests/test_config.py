@@ -73,7 +73,7 @@ BAD = [
     ("grad_clip", -1.0, "a finite number >= 0"),
     ("augment", "flip", "one of none, digits"),
     ("teacher_epochs", -1, "a whole number >= 0"),
-    ("teacher_path", "no/such/teacher.safetensors", "an existing file"),
+    ("teacher_path", 3, "'' or a file"),
     ("distill_alpha", 1.5, r"in \[0, 1\]"),
     ("distill_alpha", -0.1, r"in \[0, 1\]"),
     ("distill_temperature", -4.0, "a finite number >= 0"),
@@ -104,6 +104,14 @@ def test_every_problem_is_named_at_once_and_contradictions_too(tmp_path):
     assert K.TrainConfig(teacher_path=str(teacher)).teacher_path == str(teacher)  # a file that is there: fine
     with pytest.raises(K.ConfigError, match="teacher_epochs and teacher_path must not both be set"):
         K.TrainConfig(teacher_epochs=3, teacher_path=str(teacher))
+
+
+def test_fit_refuses_a_teacher_file_that_is_not_there_before_any_work(monkeypatch):
+    """A config may name a teacher an earlier job will write; fit checks the file when the run starts."""
+    config = dataclasses.replace(K.PRESETS["digits"], teacher_epochs=0, teacher_path="no/such/teacher.safetensors")
+    monkeypatch.setattr(T, "make_loaders", lambda *a, **k: pytest.fail("no data may be loaded"))
+    with pytest.raises(K.ConfigError, match=r"teacher_path must be an existing file .*no/such/teacher"):
+        T.fit(config, device="cpu")
 
 
 @pytest.mark.parametrize("argv, says", [

@@ -3,9 +3,9 @@
 A ``TrainConfig`` is frozen: the presets are shared by every chapter, test and script in a process, so a
 change is a new config, ``dataclasses.replace(PRESETS["digits"], epochs=5)``, never an assignment. It refuses,
 when it is made, every value that cannot be trained or makes no sense (``epochs=0``, ``lr=nan``, an unknown
-dataset, a teacher file that is not there, ...), naming the field, the value and what is allowed: a bad run
-stops before any work starts. ``python -m vitedu.train`` builds its config here too, so the command line
-shares these checks.
+dataset, ...), naming the field, the value and what is allowed; ``fit`` checks, before any work, that the
+teacher file a config names is there (``check_runnable``). ``python -m vitedu.train`` builds its config here
+too, so the command line shares these checks.
 """
 
 from __future__ import annotations
@@ -113,8 +113,7 @@ def config_problems(config: TrainConfig) -> list[str]:
         ("grad_clip", _real(c.grad_clip) and c.grad_clip >= 0, "a finite number >= 0 (0 switches clipping off)"),
         ("augment", c.augment in AUGMENTATIONS, f"one of {', '.join(AUGMENTATIONS)}"),
         ("teacher_epochs", _whole(c.teacher_epochs, 0), "a whole number >= 0 (0: no teacher trained)"),
-        ("teacher_path", isinstance(c.teacher_path, str) and (c.teacher_path == "" or Path(c.teacher_path).is_file()),
-         "'' or an existing file written by vitedu.cnn.save_conv_teacher"),
+        ("teacher_path", isinstance(c.teacher_path, str), "'' or a file written by vitedu.cnn.save_conv_teacher"),
         ("distill_alpha", _real(c.distill_alpha) and 0 <= c.distill_alpha <= 1, "a number in [0, 1]"),
         ("distill_temperature", _real(c.distill_temperature) and c.distill_temperature >= 0,
          "a finite number >= 0 (0: hard distillation)"),
@@ -131,6 +130,15 @@ def config_problems(config: TrainConfig) -> list[str]:
         problems.append(f"teacher_epochs and teacher_path must not both be set; got {c.teacher_epochs} and "
                         f"{c.teacher_path!r}: teacher_epochs trains a teacher, teacher_path loads one")
     return problems
+
+
+def check_runnable(config: TrainConfig) -> None:
+    """What a run needs beyond a valid config, checked when it starts (``fit``), before any work: the teacher
+    file it names exists. (A config may name a teacher that an earlier job will write, so making one does not
+    check the file.)"""
+    if config.teacher_path and not Path(config.teacher_path).is_file():
+        raise ConfigError(f"teacher_path must be an existing file written by vitedu.cnn.save_conv_teacher; got "
+                          f"{config.teacher_path!r}, which does not exist (train that convnet first)")
 
 
 # The presets: each is a recipe chosen on the validation split; benchmarks/README.md records how each was

@@ -40,7 +40,7 @@ from .checkpoints import (
     save_weights,
 )
 from .cnn import ConvTeacher, load_conv_teacher
-from .config import PRESETS, ConfigError, TrainConfig
+from .config import PRESETS, ConfigError, TrainConfig, check_runnable
 from .data import make_loaders
 from .deit import distillation_loss, distillation_token_loss
 from .loaders import DatasetError, TensorLoader
@@ -305,6 +305,7 @@ def fit(
     distributed.barrier()  # every process has looked at `out` before rank 0 may write to it
     if resuming:
         config = TrainConfig(**json.loads((Path(out) / STATE_FILE).read_text())["config"])
+    check_runnable(config)  # a missing teacher file fails now, not after the data is loaded
     config = prepare_config(config)
     autocast_dtype(device, precision)  # an unknown precision fails now, not after the teacher's training
     seed_everything(config.seed)
