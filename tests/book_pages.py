@@ -6,6 +6,7 @@ soon as it is added to the table of contents.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import subprocess
 import sys
@@ -16,7 +17,12 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-HTML = ROOT / "_build" / "html"
+# The book the tests read: <ROOT>/_build/html, as `make book` builds it, or the build written with
+# `jupyter-book build . --path-output DIR` when VITEDU_BUILD_DIR=DIR (a build of one's own, so that
+# checking it does not touch, or wait for, the shared _build/).
+BUILD_DIR = Path(os.environ.get("VITEDU_BUILD_DIR") or ROOT).resolve()
+BUILD = BUILD_DIR / "_build"
+HTML = BUILD / "html"
 # The official badge image, as the notebooks show it (on GitHub, in Jupyter). The book shows a local
 # copy instead (book/_static/colab-badge.svg, swapped in by book/_ext/vitedu_book.py), which Sphinx
 # serves as _images/colab-badge.svg: the book requests nothing from another host.
@@ -87,6 +93,8 @@ def build_book() -> None:
     """Build the book as `make book` does (strict, stored outputs), failing the test with the log."""
     jupyter_book = Path(sys.executable).parent / "jupyter-book"
     command = [str(jupyter_book), "build", str(ROOT), "-W", "-n", "--keep-going"]
+    if BUILD_DIR != ROOT.resolve():
+        command += ["--path-output", str(BUILD_DIR)]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if result.returncode != 0:
         log = (result.stdout + result.stderr)[-6000:]
