@@ -116,8 +116,8 @@ def check_train_epoch(train_epoch: Callable[..., float], device=None) -> None:
             raise CheckFailed(
                 f"{what}: the loss is summed over the batch (reduction='sum'), so each step is as many times too "
                 "large as the batch has images, and a smaller last batch takes a smaller step. Train on the mean "
-                "over the batch, F.cross_entropy's default: loss = F.cross_entropy(logits, labels). (For the "
-                "returned mean per image, weight loss.item() by len(labels) outside the training step.)")
+                "over the batch, F.cross_entropy's default: loss = F.cross_entropy(logits, labels). (For the mean "
+                "per image that train_epoch returns, weight each batch's loss.item() by len(labels).)")
         if same(trained(softmax=True)[1]):
             raise CheckFailed(
                 f"{what}: you applied a softmax before F.cross_entropy, which applies log-softmax itself: it then "
