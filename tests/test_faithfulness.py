@@ -99,3 +99,31 @@ def test_wrong_shapes_say_what_was_expected():
         deletion_insertion_curves(model, images, labels, torch.zeros(2, 16), 2, fill=0.0)
     with pytest.raises(ValueError, match="at least 1"):
         deletion_insertion_curves(model, images, labels, torch.zeros(2, 4), 2, fill=0.0, step=0)
+
+
+def test_explicit_points_give_the_same_curves_and_areas_as_even_steps():
+    torch.manual_seed(1)
+    model, images = PatchSum(which=2), torch.rand(3, 1, 4, 4)
+    labels, scores = torch.zeros(3, dtype=torch.long), torch.rand(3, 4)
+    even = deletion_insertion_curves(model, images, labels, scores, 2, fill=0.0, step=1)
+    listed = deletion_insertion_curves(model, images, labels, scores, 2, fill=0.0, kept=(0, 1, 2, 3, 4))
+    for a, b in zip(even, listed):
+        torch.testing.assert_close(a, b)
+        torch.testing.assert_close(curve_area(a), curve_area(b, kept=(0, 1, 2, 3, 4)))
+    uneven = deletion_insertion_curves(model, images, labels, scores, 2, fill=0.0, kept=(0, 1, 4))
+    torch.testing.assert_close(uneven[0], even[0][:, [0, 1, 4]])  # the chosen columns of the full curve
+    # Trapezoids on x = 0, 1/4, 1: a curve (1, 0, 0) has area 1/8, not the 1/4 of evenly spaced points.
+    torch.testing.assert_close(curve_area(torch.tensor([[1.0, 0.0, 0.0]]), kept=(0, 1, 4)), torch.tensor([0.125]))
+
+
+@pytest.mark.parametrize("kept", [(1, 2, 4), (0, 2, 3), (0, 2, 2, 4)])
+def test_explicit_points_must_start_at_0_end_at_all_patches_and_increase(kept):
+    model, images = PatchSum(), torch.rand(1, 1, 4, 4)
+    with pytest.raises(ValueError, match="kept must start at 0"):
+        deletion_insertion_curves(model, images, torch.zeros(1, dtype=torch.long), torch.rand(1, 4), 2, 0.0,
+                                  kept=kept)
+
+
+def test_curve_area_refuses_points_that_do_not_match_the_curve():
+    with pytest.raises(ValueError, match="pass the same kept"):
+        curve_area(torch.ones(2, 5), kept=(0, 2, 4))

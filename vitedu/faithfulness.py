@@ -21,6 +21,9 @@ A random order is the baseline every explanation must beat. The explanations com
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -42,7 +45,7 @@ def patch_mask(order: Tensor, num_kept: int, grid_size: tuple[int, int], patch_s
 @torch.no_grad()
 def deletion_insertion_curves(
     model: nn.Module, images: Tensor, labels: Tensor, scores: Tensor, patch_size: int, fill: float,
-    step: int = 1,
+    step: int = 1, kept: Optional[Sequence[int]] = None,
 ) -> tuple[Tensor, Tensor]:
     """Probability of the true class as patches are deleted, and as they are inserted, in the order of ``scores``.
 
@@ -51,6 +54,11 @@ def deletion_insertion_curves(
     column k is after k * step patches were blanked (deletion) or restored on a blank canvas (insertion),
     so deletion[:, 0] is the intact image and insertion[:, -1] too. Ties in ``scores`` are broken by patch
     index (a stable sort), so the curves are reproducible.
+
+    ``kept`` replaces the even steps by explicit numbers of patches, e.g. ``(0, 2, 4, 8, 16, 32, 64)``: fine
+    where the curves fall or rise, coarse where they are flat, for fewer forward passes. It must start at 0,
+    end at num_patches and increase; column k is then after kept[k] patches. Pass the same ``kept`` to
+    :func:`curve_area`.
     """
     batch, _, height, width = images.shape
     grid = (height // patch_size, width // patch_size)
@@ -60,11 +68,14 @@ def deletion_insertion_curves(
                          f"grid of {patch_size}-pixel patches, got {tuple(scores.shape)}")
     if step < 1:
         raise ValueError(f"step is the number of patches moved per point of the curve, at least 1; got {step}")
+    points = [*range(0, num_patches, step), num_patches] if kept is None else [int(k) for k in kept]
+    if points[0] != 0 or points[-1] != num_patches or any(b <= a for a, b in zip(points, points[1:])):
+        raise ValueError(f"kept must start at 0, end at the {num_patches} patches and increase; got {list(kept)}")
     model.eval()
     order = scores.argsort(dim=1, descending=True, stable=True)  # (batch, num_patches)
     blank = torch.full_like(images, fill)
     deletion, insertion = [], []
-    for k in [*range(0, num_patches, step), num_patches]:
+    for k in points:
         kept = patch_mask(order, k, grid, patch_size).to(images.dtype)  # (batch, 1, H, W): the top-k patches
         deleted, inserted = images * (1 - kept) + blank * kept, images * kept + blank * (1 - kept)
         for curve, x in ((deletion, deleted), (insertion, inserted)):
@@ -73,12 +84,20 @@ def deletion_insertion_curves(
     return torch.stack(deletion, dim=1), torch.stack(insertion, dim=1)
 
 
-def curve_area(curve: Tensor) -> Tensor:
+def curve_area(curve: Tensor, kept: Optional[Sequence[int]] = None) -> Tensor:
     """Area under a deletion or insertion curve, with the x axis scaled to [0, 1] (trapezoid rule).
 
     (batch, K + 1) -> (batch,). A curve that stays at 1 has area 1; one that drops to 0 at once has area ~0.
+    Points are evenly spaced unless ``kept`` (the patches moved at each point, as given to
+    :func:`deletion_insertion_curves`) says where they lie.
     """
-    return torch.trapezoid(curve, dx=1.0 / (curve.shape[1] - 1), dim=1)
+    if kept is None:
+        return torch.trapezoid(curve, dx=1.0 / (curve.shape[1] - 1), dim=1)
+    if len(kept) != curve.shape[1]:
+        raise ValueError(f"kept has {len(kept)} points but the curve {curve.shape[1]}; pass the same kept as to "
+                         "deletion_insertion_curves")
+    x = torch.tensor([float(k) for k in kept], dtype=curve.dtype, device=curve.device)
+    return torch.trapezoid(curve, x / x[-1], dim=1)
 
 
 def gradient_times_input(
