@@ -32,11 +32,11 @@ from collections.abc import Iterator
 from typing import Any, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-import torch.nn.functional as F
-
 from .augment import AUGMENTATIONS, Augment
+from .constants import CLUTTERED_MEAN, CLUTTERED_STD
 from .digits import DIGITS_MAX, load_digits, stratified_subset
 from .loaders import TensorLoader
 
@@ -55,8 +55,6 @@ GRID_STEP = 4
 # Canvases per split made by load_cluttered_digits when num_images is not given. Val and test reuse each of
 # their 179 / 359 digits about 11 / 6 times at other positions and with other clutter.
 CLUTTERED_SIZES = {"train": 10_000, "val": 2_000, "test": 2_000}
-# Mean and std of the pixels of training canvases (a test checks them), for normalisation.
-CLUTTERED_MEAN, CLUTTERED_STD = (0.0807,), (0.2384,)
 # The split seeds are far apart, so the canvases of different splits never share random draws.
 _SPLIT_SEED = {"train": 0, "val": 1_000_003, "test": 2_000_003}
 
