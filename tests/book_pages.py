@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import os
 import posixpath
+import shutil
 import subprocess
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,3 +115,40 @@ def ensure_built() -> list[Page]:
         still_missing = [page.docname for page in pages if not page.html.is_file()]
         assert not still_missing, f"the build did not write HTML for {still_missing}"
     return pages
+
+
+def chromium_path() -> str | None:
+    """$CHROMIUM if set (and only it), else Debian's real binary (/usr/bin/chromium is a wrapper script
+    around it), else chromium on PATH."""
+    if "CHROMIUM" in os.environ:
+        candidate = os.environ["CHROMIUM"]
+        return candidate if Path(candidate).is_file() and os.access(candidate, os.X_OK) else None
+    if os.access("/usr/lib/chromium/chromium", os.X_OK):
+        return "/usr/lib/chromium/chromium"
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@contextmanager
+def headless_chromium(args: list[str]) -> Iterator:
+    """Playwright's Chromium (Debian's binary, no browser download), launched headless with ``args``.
+    Without Chromium or Playwright the calling test is skipped with the reason, except under CI
+    (``CI=true``), where it fails."""
+    executable = chromium_path()
+    if executable is None:
+        reason = "headless Chromium not found: `apt-get install chromium` (Debian's package) or set CHROMIUM"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {reason} (.ci/run installs it)", pytrace=False)
+        warnings.warn(f"rendered-book browser test skipped: {reason}", stacklevel=1)  # shown without -rs
+        pytest.skip(reason)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # requirements-dev.txt installs it; say so rather than erroring obscurely
+        if os.environ.get("CI") == "true":
+            raise
+        pytest.skip("the playwright Python package is not installed (pip install -r requirements-dev.txt)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, headless=True, args=args)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

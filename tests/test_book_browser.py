@@ -41,13 +41,19 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import warnings
-from pathlib import Path
 
 import nbformat
 import pytest
-from book_pages import BUILD, LOCAL_BADGE_IMAGE, ROOT, Page, colab_url, ensure_built, toc_pages
+from book_pages import (
+    BUILD,
+    LOCAL_BADGE_IMAGE,
+    ROOT,
+    Page,
+    colab_url,
+    ensure_built,
+    headless_chromium,
+    toc_pages,
+)
 
 pytestmark = pytest.mark.book
 
@@ -87,36 +93,10 @@ HIDDEN_INPUT = {"remove-cell", "remove-input"}
 HIDDEN_OUTPUT = {"remove-cell", "remove-output"}
 
 
-def _chromium() -> str | None:
-    """$CHROMIUM if set (and only it), else Debian's real binary (/usr/bin/chromium is a wrapper script
-    around it), else chromium on PATH."""
-    if "CHROMIUM" in os.environ:
-        candidate = os.environ["CHROMIUM"]
-        return candidate if Path(candidate).is_file() and os.access(candidate, os.X_OK) else None
-    if os.access("/usr/lib/chromium/chromium", os.X_OK):
-        return "/usr/lib/chromium/chromium"
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 @pytest.fixture(scope="module")
 def browser():
-    executable = _chromium()
-    if executable is None:
-        reason = "headless Chromium not found: `apt-get install chromium` (Debian's package) or set CHROMIUM"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {reason} (.ci/run installs it)", pytrace=False)
-        warnings.warn(f"rendered-book browser test skipped: {reason}", stacklevel=1)  # shown without -rs
-        pytest.skip(reason)
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:  # requirements-dev.txt installs it; say so rather than erroring obscurely
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("the playwright Python package is not installed (pip install -r requirements-dev.txt)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_FLAGS)
+    with headless_chromium(CHROMIUM_FLAGS) as chromium:
         yield chromium
-        chromium.close()
 
 
 def _expected_cells(page: Page) -> tuple[int, int]:

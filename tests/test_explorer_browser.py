@@ -20,15 +20,12 @@ Chromium is Debian's package driven by Playwright; without it the tests are skip
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import os
-import shutil
-from pathlib import Path
 
 import pytest
 import torch
-from book_pages import HTML, ROOT, build_book
+from book_pages import HTML, ROOT, build_book, headless_chromium
+from tools_loader import load_tool
 
 from vitedu.interpret import attention_rollout
 
@@ -40,23 +37,7 @@ WIDE, PHONE = 1280, 390
 LOGIT_TOLERANCE = 1e-4  # the bar for "the page's forward pass equals vitedu's"
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("make_explorer_data", ROOT / "tools" / "make_explorer_data.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-tool = _tool()
-
-
-def _chromium() -> str | None:
-    if "CHROMIUM" in os.environ:
-        candidate = os.environ["CHROMIUM"]
-        return candidate if Path(candidate).is_file() and os.access(candidate, os.X_OK) else None
-    if os.access("/usr/lib/chromium/chromium", os.X_OK):
-        return "/usr/lib/chromium/chromium"
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+tool = load_tool("make_explorer_data")
 
 
 def _stale() -> bool:
@@ -70,27 +51,11 @@ def _stale() -> bool:
 
 @pytest.fixture(scope="module")
 def browser():
-    executable = _chromium()
-    if executable is None:
-        reason = "headless Chromium not found: `apt-get install chromium` (Debian's package) or set CHROMIUM"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {reason}", pytrace=False)
-        pytest.skip(reason)
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip("the playwright Python package is not installed (pip install -r requirements-dev.txt)")
     if _stale():
         build_book()
     assert not _stale(), f"the build did not bring {PAGE} up to date"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=executable, headless=True, args=["--headless", "--no-sandbox", "--disable-gpu"]
-        )
+    with headless_chromium(["--headless", "--no-sandbox", "--disable-gpu"]) as chromium:
         yield chromium
-        chromium.close()
 
 
 class Tab:
