@@ -284,7 +284,9 @@ def run(args: argparse.Namespace) -> None:
             if needs_teacher(arm) and teacher is None:
                 raise SystemExit(f"{name}:{seed} distils the CNN arm's chosen run of fraction {fraction:g} and seed "
                                  f"{seed}, which is not in {RUNS} yet: run `honest_study.py plan` to see the order")
-            record = run_job(name, seed, args.device, args.save_dir, args.epochs, str(teacher or ""))
+            # relative to the repository (the working folder of a run), so that no record names this machine's paths
+            teacher_path = os.path.relpath(teacher, Path(__file__).parent.parent) if teacher else ""
+            record = run_job(name, seed, args.device, args.save_dir, args.epochs, teacher_path)
             with open(args.out, "a") as out:
                 out.write(json.dumps(record) + "\n")
             print(f"{name} seed {seed}: val {record['val_acc']:.4f} ({record['seconds']:.0f} s)", flush=True)
