@@ -702,12 +702,8 @@ def vit() -> Diagram:
         d.box(mid - 145, 328, 290, 36, "ln", "LN  (final norm, every token)")
         d.arrow((mid, 364), (mid, 384))
     with d.group("the output tokens: only [CLS] is read"):
-        w = 60
-        for i, (x, kind, label) in enumerate(zip(xs, kinds, labels)):
-            if label == "⋯":
-                d.ctext(x, 404, "⋯")
-                continue
-            d.box(x - w / 2, 386, w, 36, kind, "[CLS]" if i == 0 else "", dashed=False)
+        shown = ["[CLS]"] + ["⋯" if label == "⋯" else "" for label in labels[1:]]
+        d.tokens(xs[0] - 30, 386, kinds, shown, w=60, h=36)
         d.note(xs[0] + 24, 446, "patch tokens: not used by the head", anchor="start")
     with d.group("the head on [CLS]: y = LN(z_L^0) -> logits"):
         d.arrow((xs[0], 422), (xs[0], 478))
@@ -746,12 +742,8 @@ def deit_distillation() -> Diagram:
         d.box(mid - 120, 292, 240, 34, "ln", "LN  (final norm)")
         d.arrow((mid, 326), (mid, 346))
     with d.group("the output tokens"):
-        w = 64
-        for i, (x, kind, label) in enumerate(zip(xs, kinds, labels)):
-            if label == "⋯":
-                d.ctext(x, 366, "⋯")
-                continue
-            d.box(x - w / 2, 348, w, 36, kind, label if i < 2 else "")
+        shown = labels[:2] + ["⋯" if label == "⋯" else "" for label in labels[2:]]
+        d.tokens(xs[0] - 32, 348, kinds, shown, w=64, h=36)
     with d.group("[CLS] -> head, trained towards the true label y"):
         d.arrow((xs[0], 384), (xs[0], 446))
         d.box(xs[0] - 70, 448, 140, 36, "op", "head")
