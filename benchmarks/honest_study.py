@@ -2,6 +2,7 @@
 
     python benchmarks/honest_study.py plan                  # what is done, what runs next, what waits for what
     python benchmarks/honest_study.py cpu --hours 2.5       # here: 2 jobs at once, 1 thread each, niced; resumes
+    python benchmarks/honest_study.py cpu --hours 0.12 --stop-after 500 --device cuda --parallel 9   # a lent GPU
     python benchmarks/honest_analysis.py                   # when plan says nothing is left: test read once
 
     python benchmarks/honest_study.py gpu --wave next --pack-dir "$OUT"   # on a lent GPU: the next wave
@@ -64,8 +65,27 @@ __all__ = ["job_epochs"]
 
 
 def read_runs(path: Path | None = None) -> list[dict]:
-    path = RUNS if path is None else path
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    """The records of ``path`` (default RUNS). From RUNS, only the current ones (``current``)."""
+    records = [json.loads(line) for line in (RUNS if path is None else path).read_text().splitlines()
+               if line.strip()] if (RUNS if path is None else path).exists() else []
+    return current(records) if path is None else records
+
+
+def current(records: list[dict]) -> list[dict]:
+    """``records`` without the distilled runs whose teacher is no longer the CNN arm's chosen run of their fraction
+    and seed (a later tuning run moved the CNN's choice): such a run is out of date and runs again; its record stays
+    in the file, for the history, and a newer record of the same job and seed is read instead."""
+    teachers = {r["job"] + f"_seed{r['seed']}" for r in records if r["arm"] == TEACHER}
+    chosen = chosen_lrs([r for r in records if r["arm"] == TEACHER])
+    kept = []
+    for r in records:
+        if r.get("teacher") and needs_teacher(r["arm"]):
+            lr = chosen.get((TEACHER, r["fraction"]))
+            wanted = job_name(TEACHER, r["fraction"], lr) + f"_seed{r['seed']}" if lr is not None else None
+            if r["teacher"] != wanted or wanted not in teachers:
+                continue
+        kept = [k for k in kept if (k["job"], k["seed"]) != (r["job"], r["seed"])] + [r]  # the newest record
+    return kept
 
 
 def chosen_lrs(records: list[dict]) -> dict[tuple[str, float], float]:
@@ -116,10 +136,12 @@ def plan(records: list[dict], started: set[tuple[str, int]] = frozenset()) -> tu
     ``started``: jobs with a checkpoint from a stopped run; they go first, so that they finish."""
     done = {(r["job"], r["seed"]) for r in records}
     chosen = chosen_lrs(records)
-    order = [TEACHER, *[a for a in ARMS if a != TEACHER]]  # the teacher first: distilled arms wait for it
-    wanted = []
+    # the teacher first, at every fraction (distilled arms wait for its tuning and for its seeds); then, fraction
+    # by fraction, the other arms' tuning and the final runs
+    wanted = [(job_name(TEACHER, f, lr), 0) for f in sorted(FRACTIONS) for lr in LRS]
+    wanted += [j for f in sorted(FRACTIONS) for j in final_jobs(chosen) if parse_job(j[0])[:2] == (TEACHER, f)]
     for f in sorted(FRACTIONS):
-        wanted += [(job_name(arm, f, lr), 0) for arm in order for lr in LRS]
+        wanted += [(job_name(arm, f, lr), 0) for arm in ARMS if arm != TEACHER for lr in LRS]
         wanted += [j for j in final_jobs(chosen) if parse_job(j[0])[1] == f]
     wanted = list(dict.fromkeys(wanted))
     ready = [j for j in wanted if j not in done and (not needs_teacher(parse_job(j[0])[0])
@@ -192,10 +214,17 @@ def cpu(args: argparse.Namespace) -> None:
     new job after ``--hours``; a job still running then carries on to its end (or is stopped with the session and
     resumes from its last epoch next time)."""
     deadline = time.time() + args.hours * 3600
+    stop_at = time.time() + args.stop_after if args.stop_after else None
     running: dict[tuple[str, int], tuple[subprocess.Popen, Path]] = {}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     failed: set[tuple[str, int]] = set()
     while True:
+        if stop_at is not None and time.time() > stop_at:  # each stopped job keeps its last epoch's checkpoint
+            for job, (process, _) in running.items():
+                process.terminate()
+                process.wait()
+                print(f"stopped {job[0]}:{job[1]} (resumes from its checkpoint)", flush=True)
+            return
         for job, (process, out) in list(running.items()):
             if process.poll() is None:
                 continue
@@ -215,7 +244,8 @@ def cpu(args: argparse.Namespace) -> None:
                 SAVE.mkdir(parents=True, exist_ok=True)
                 out = SAVE / f"{job[0]}_seed{job[1]}.jsonl"
                 cmd = ["nice", "-n", str(args.nice), sys.executable, str(Path(__file__).resolve()), "run",
-                       "--variants", job[0], "--seeds", str(job[1]), "--save-dir", str(SAVE), "--out", str(out)]
+                       "--variants", job[0], "--seeds", str(job[1]), "--save-dir", str(SAVE), "--out", str(out),
+                       "--device", args.device]
                 running[job] = (subprocess.Popen(cmd, env=env), out)
                 print(f"started {job[0]}:{job[1]}", flush=True)
         if not running:
@@ -301,6 +331,9 @@ def main() -> None:
     s.add_argument("--hours", type=float, required=True, help="start no new job after this many hours")
     s.add_argument("--nice", type=int, default=19, help="niceness of the jobs, so that foreground work goes first")
     s.add_argument("--poll", type=float, default=10.0, help="seconds between looks at the jobs")
+    s.add_argument("--device", default="cpu", help="cuda on a lent GPU machine (with a larger --parallel)")
+    s.add_argument("--stop-after", type=float, help="seconds after which the running jobs are stopped (they "
+                   "resume from their last epoch's checkpoint next time) and the driver ends")
     s = sub.add_parser("gpu", help="run the next wave with tools/gpu_sweep.py")
     s.add_argument("--wave", choices=["next"], required=True)
     s.add_argument("--size", type=int, default=WAVE)

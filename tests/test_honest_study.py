@@ -106,18 +106,21 @@ def test_the_learning_rate_is_chosen_on_validation_only():
 
 
 def test_the_planner_tunes_the_teacher_first_and_distilled_runs_wait_for_it():
-    assert A.FRACTIONS == (0.1, 0.5) and S.total_runs() == 2 * (5 * (3 + 2) + 4 * 3) == 74
+    rates = len(A.LRS)
+    assert A.FRACTIONS == (0.1, 0.5) and S.total_runs() == 2 * (5 * (rates + 2) + 4 * 3) == 84
     todo, waiting = S.plan([])
-    # every arm's tuning runs but DeiT's, which waits for the CNN arm's chosen run; the smallest fraction first
-    assert len(todo) == 2 * 4 * 3 and all(seed == 0 for _, seed in todo)
-    assert todo[:3] == [(A.job_name("cnn", 0.1, lr), 0) for lr in A.LRS]
+    # every arm's tuning runs but DeiT's, which waits for the CNN arm's chosen run; the teacher's at every fraction
+    # first, then the smallest fraction first
+    assert len(todo) == 2 * 4 * rates and all(seed == 0 for _, seed in todo)
+    assert todo[:2 * rates] == [(A.job_name("cnn", f, lr), 0) for f in A.FRACTIONS for lr in A.LRS]
     assert not any(n.startswith("deit") for n, _ in todo)
-    assert [A.parse_job(n)[1] for n, _ in todo] == sorted(A.parse_job(n)[1] for n, _ in todo)
-    assert waiting == 2 * 3 + 2 * (5 * 2 + 4 * 3)  # deit's tuning, then every final seed not yet known
+    rest = [A.parse_job(n)[1] for n, _ in todo[2 * rates:]]
+    assert rest == sorted(rest)
+    assert waiting == 2 * rates + 2 * (5 * 2 + 4 * 3)  # deit's tuning, then every final seed not yet known
     records = _tuned("cnn", 0.1, 4e-3)
     todo, _ = S.plan(records)
     assert [j for j in todo if j[0].startswith("deit")] == [(A.job_name("deit", 0.1, lr), 0) for lr in A.LRS]
-    assert (A.job_name("cnn", 0.1, 4e-3), 1) in todo  # the teacher of deit's seed 1
+    assert todo.index((A.job_name("cnn", 0.1, 4e-3), 1)) < todo.index((A.job_name("vit", 0.1, 2e-3), 0))
     assert S.teacher_file(records, 0.1, 0) == S.WEIGHTS / "cnn_f0.1_lr0.004_seed0.safetensors"
     assert S.teacher_file(records, 0.1, 1) is None and S.teacher_file(records, 0.5, 0) is None
     records += _tuned("deit", 0.1, 2e-3)
@@ -131,13 +134,27 @@ def test_the_planner_tunes_the_teacher_first_and_distilled_runs_wait_for_it():
     assert S.plan(records, {stopped})[0][0] == stopped  # a stopped job resumes first
 
 
+def test_a_distilled_run_whose_teacher_is_no_longer_the_cnn_arms_choice_runs_again():
+    cnn = _tuned("cnn", 0.1, 4e-3)[:-1]  # the CNN's tuning without its last rate: no choice yet
+    old = [dict(r, teacher="cnn_f0.1_lr0.004_seed0") for r in _tuned("deit", 0.1, 2e-3)]
+    assert S.current(cnn + old) == cnn  # no chosen teacher: a distilled record is not current
+    last = _record("cnn", 0.1, A.LRS[-1], 0, 0.8)
+    assert S.current(cnn + old + [last]) == cnn + old + [last]  # the choice is the old teacher: they stand
+    better = _record("cnn", 0.1, A.LRS[-1], 0, 0.95)  # the new rate wins: the teacher moved
+    assert S.current(cnn + old + [better]) == cnn + [better]
+    todo, _ = S.plan(S.current(cnn + old + [better]))
+    assert (A.job_name("deit", 0.1, 2e-3), 0) in todo
+    new = dict(old[0], val_acc=0.5, teacher=f"cnn_f0.1_lr{A.LRS[-1]:g}_seed0")
+    assert S.current(cnn + old + [better, new]) == cnn + [better, new]  # the newer record is read
+
+
 def test_the_planner_is_done_when_every_final_run_is_in():
     records = [r for arm in A.ARMS for f in A.FRACTIONS for r in _tuned(arm, f, 4e-3)]
     chosen = S.chosen_lrs(records)
     done = {(r["job"], r["seed"]) for r in records}
     records += [_record(*A.parse_job(n), s, 0.9) for n, s in S.final_jobs(chosen) if (n, s) not in done]
     assert S.plan(records) == ([], 0)
-    assert len(records) == 2 * (5 * 5 + 3 * 3)  # deit_none reuses the vit arm's runs at the same rate
+    assert len(records) == 2 * (5 * (len(A.LRS) + 2) + 3 * 3)  # deit_none reuses the vit arm's runs at the same rate
 
 
 def test_prune_drops_the_weights_of_tuning_runs_that_were_not_chosen(tmp_path, monkeypatch):
@@ -146,7 +163,8 @@ def test_prune_drops_the_weights_of_tuning_runs_that_were_not_chosen(tmp_path, m
     for r in records:
         (tmp_path / f"{r['job']}_seed0.safetensors").write_bytes(b"w")
     removed = S.prune(records)
-    assert sorted(p.name for p in removed) == [f"convit_f0.1_lr{lr:g}_seed0.safetensors" for lr in (4e-3, 8e-3)]
+    assert sorted(p.name for p in removed) == sorted(f"convit_f0.1_lr{lr:g}_seed0.safetensors" for lr in A.LRS
+                                                     if lr != 2e-3)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["convit_f0.1_lr0.002_seed0.safetensors", "vit_f0.1_lr0.002_seed0.safetensors",
          "vit_f0.1_lr0.004_seed0.safetensors"])
