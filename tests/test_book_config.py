@@ -238,15 +238,28 @@ def test_plain_docstrings_render_as_written() -> None:
 # `pytest --nbval` from the repository root, with no other flag, is the project's notebook check: it must
 # re-execute every chapter and every assignment source (never the student releases), in this environment's
 # kernel, with the sanitiser, and still run the tests in tests/ (pyproject.toml's testpaths, conftest.py).
+# The plugin records the test modules pytest collects without importing them: importing all of tests/ was
+# most of this test's time, and the suite imports (and runs) each of them anyway. The notebooks are
+# collected as usual, cell by cell.
 NBVAL_OPTIONS_PLUGIN = '''
 import json, os
+
+import pytest
+
+test_modules = []
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path, parent):
+    nodes = yield
+    test_modules.extend(node.nodeid for node in nodes if isinstance(node, pytest.Module))
+    return [node for node in nodes if not isinstance(node, pytest.Module)]
 
 def pytest_collection_finish(session):
     option = session.config.option
     with open(os.environ["NBVAL_OPTIONS_OUT"], "w") as out:
         json.dump({"current_env": option.nbval_current_env, "sanitize_with": option.nbval_sanitize_with,
                    "startup_timeout": int(option.nbval_kernel_startup_timeout),
-                   "nodeids": [item.nodeid for item in session.items]}, out)
+                   "nodeids": [item.nodeid for item in session.items] + test_modules}, out)
 '''
 
 
