@@ -1,7 +1,7 @@
 """The bugs of the appendix "Six bugs that run" (notebooks/A1_bugs_in_the_wild.ipynb), as unit tests.
 
 Each bug is a pattern from ViT code written from scratch (the appendix links public instances where they
-exist: bug 1 and bug 5; the others are labelled composites).
+exist: bugs 1 and 5 in code; the mistakes behind the composites 2 and 6 in public issues; 3 has none).
 For each, the test asserts that its check catches the buggy
 version and that the fixed version passes, so a check that stopped seeing the bug (or started rejecting
 correct code) goes red. The checks are the book's: ``vitedu.checks`` functions, comparisons with vitedu's
