@@ -18,8 +18,8 @@ python3 tools/gpu_sweep.py --runner benchmarks/pretrain_pays.py --jobs $(python3
     --deadline "$SECONDS_LEFT" --core 0 --device cuda --parallel 6 --poll 10 --save-dir runs/pretrain_pays \
     --pack-dir runs/pretrain_pays_pack > "$OUT/study45.log" 2>&1
 wait $STUDY44
-python3 benchmarks/honest_study.py plan | head -3
+python3 benchmarks/honest_study.py plan > "$OUT/plan44.txt"; head -3 "$OUT/plan44.txt"
 tail -3 "$OUT/study45.log"
 tar czf - benchmarks/results/honest_study runs/honest_study | split -b 15M - "$OUT/study44.tgz.part-"
-tar czf - runs/pretrain_pays --exclude 'runs/pretrain_pays/ckpt.tar' | split -b 15M - "$OUT/study45.tgz.part-"
+tar czf - --exclude 'runs/pretrain_pays/ckpt.tar' runs/pretrain_pays | split -b 15M - "$OUT/study45.tgz.part-"
 ls -la "$OUT"
