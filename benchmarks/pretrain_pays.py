@@ -132,7 +132,8 @@ def run_job(name: str, seed: int, device: str, save_dir: str, epochs: int | None
             "device": str(device), "config": asdict(c)}
 
 
-def read_runs(path: Path = RUNS) -> list[dict]:
+def read_runs(path: Path | None = None) -> list[dict]:
+    path = RUNS if path is None else path
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
 
 
