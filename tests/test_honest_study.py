@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from tools_loader import load_benchmark
 
 from vitedu import cluttered as C
 from vitedu import train as T
-from vitedu.cnn import ConvTeacher
+from vitedu.cnn import ConvTeacher, save_conv_teacher
 
 ROOT = Path(__file__).resolve().parents[1]
 A = load_benchmark("honest_arms")
@@ -250,10 +251,13 @@ def test_collect_merges_a_wave_once(tmp_path, monkeypatch):
 def test_analyse_reads_test_once_for_the_final_runs_only(tmp_path, monkeypatch):
     H = load_benchmark("honest_analysis")
     monkeypatch.setattr(H, "SUMMARY", tmp_path / "summary.json")
-    scored = []
+    monkeypatch.setattr(H, "WEIGHTS", tmp_path / "weights")
+    monkeypatch.setattr(H, "SEED0_FILE", tmp_path / "seed0.safetensors")
+    scored, looked_inside = [], []
     monkeypatch.setattr(H, "load", lambda name, seed, device: None if name.startswith("deit") else (name, seed))
     monkeypatch.setattr(H, "score", lambda model, device: scored.append(model) or
                         {"test_acc": 0.5, "grid_acc": 0.52, "offset_worst": 0.4, "offset_mean": 0.45, "offsets": []})
+    monkeypatch.setattr(H, "inside", lambda model, teacher, device: looked_inside.append(model) or {"cls_box": 3.0})
     records = _tuned("convit", 0.5, 2e-3) + _tuned("deit", 0.5, 4e-3) + _tuned("vit", 0.5, 4e-3)
     records += [_record("convit", 0.5, 2e-3, s, 0.9, train_seconds=60.0) for s in (1, 2)]
     records = [dict(r, train_seconds=r.get("train_seconds", 50.0)) for r in records]
@@ -270,3 +274,46 @@ def test_analyse_reads_test_once_for_the_final_runs_only(tmp_path, monkeypatch):
     assert "cnn@0.1: its learning rate is not chosen yet" in summary["missing"]
     assert json.loads((tmp_path / "summary.json").read_text())["chosen_lr"] == {
         "vit@0.5": 4e-3, "deit@0.5": 4e-3, "convit@0.5": 2e-3}
+    assert sorted(looked_inside) == sorted(scored) and row["seeds"][0]["inside"] == {"cls_box": 3.0}
+    assert not (tmp_path / "seed0.safetensors").exists()  # not every arm's seed-0 model is there
+    # a second analysis, after one more run finished, scores only that run: test is read once per run
+    records.append(dict(_record("vit", 0.5, 4e-3, 1, 0.9), train_seconds=50.0))
+    scored.clear()
+    again = H.analyse(records)
+    assert scored == [(A.job_name("vit", 0.5, 4e-3), 1)]
+    assert again["final"]["convit"]["0.5"] == summary["final"]["convit"]["0.5"]
+
+
+def test_the_seed0_models_go_to_one_file_keyed_by_arm_with_the_cnn_as_teacher(tmp_path, monkeypatch):
+    H = load_benchmark("honest_analysis")
+    monkeypatch.setattr(H, "WEIGHTS", tmp_path)
+    monkeypatch.setattr(H, "SEED0_FILE", tmp_path / "seed0.safetensors")
+    records = [r for arm in A.ARMS for r in _tuned(arm, H.SEED0_FRACTION, 4e-3)]
+    chosen = S.chosen_lrs(records)
+    for arm in A.ARMS:
+        model = A.build(A.config(arm, H.SEED0_FRACTION, 4e-3))
+        path = tmp_path / f"{A.job_name(arm, H.SEED0_FRACTION, 4e-3)}_seed0.safetensors"
+        if isinstance(model, ConvTeacher):
+            save_conv_teacher(path, model, half=True)
+        else:
+            save_file({k: v.half().contiguous() for k, v in model.state_dict().items()}, str(path))
+        if arm == "convit":
+            assert not H.write_seed0(chosen)  # cnn's weights are not there yet
+    assert H.write_seed0(chosen)
+    weights = load_file(str(tmp_path / "seed0.safetensors"))
+    assert {k.split(".")[0] for k in weights} == {"vit", "deit", "cait", "convit", "teacher"}
+    with safe_open(str(tmp_path / "seed0.safetensors"), framework="pt") as f:
+        assert json.loads(f.metadata()["teacher_kwargs"]) == {"width": A.CNN_WIDTH, "stride": A.CNN_STRIDE}
+    cnn = ConvTeacher(1, 10, width=A.CNN_WIDTH, stride=A.CNN_STRIDE)
+    cnn.load_state_dict({k[len("teacher."):]: v.float() for k, v in weights.items() if k.startswith("teacher.")})
+
+
+def test_inside_reads_attention_gates_and_the_two_heads_agreement():
+    H = load_benchmark("honest_analysis")
+    torch.manual_seed(0)
+    teacher = A.build(A.config("cnn", 0.5, 4e-3))
+    deit = H.inside(A.build(A.config("deit", 0.5, 4e-3)), teacher, "cpu")
+    assert len(deit["attention_distance"]) == 4 and deit["cls_box"] > 0 and deit["dist_box"] > 0
+    assert set(deit["agreement"]) >= {"cls~labels", "dist~teacher", "dist~cls"}
+    convit = H.inside(A.build(A.config("convit", 0.5, 4e-3)), None, "cpu")
+    assert len(convit["gates"]) == 2 and "agreement" not in convit
