@@ -21,7 +21,7 @@ method; the table says so.
     python benchmarks/variants.py --workers 2     # about 110 CPU-minutes: an hour on 2 cores
 
 Results go to ``benchmarks/results/variants.json`` (every run, the analyses of every final run, the
-summary) and the seed-0, all-data models to ``benchmarks/results/variants_seed0.safetensors`` (float16),
+summary) and the seed-0, all-data models to ``benchmarks/results/variants_grid_seed0.safetensors`` (float16),
 which chapter 9 loads. Re-running skips runs already in the JSON (``--fresh`` starts over).
 """
 
@@ -57,7 +57,7 @@ SEEDS = (0, 1, 2)
 ANALYSE = 500  # test canvases used for attention distances and DeiT's head agreement
 RESULTS = Path(__file__).parent / "results"
 OUT = RESULTS / "variants.json"
-WEIGHTS = RESULTS / "variants_seed0.safetensors"
+WEIGHTS = RESULTS / "variants_grid_seed0.safetensors"
 CACHE = Path("runs") / "variants"  # seed-0, all-data weights of every tuning run (ignored by git)
 
 
