@@ -92,6 +92,24 @@ def tab(browser):
 
 
 @pytest.fixture(scope="module")
+def shared_tab(browser):
+    """One load of the page at 1280 px, light, shared by the tests that only read it (they click, hover and
+    draw nothing): each page load costs 3-4 s on a loaded machine. The tests that change the page get a
+    ``tab`` of their own."""
+    opened = Tab(browser)
+    yield opened
+    assert not opened.errors, "\n".join(opened.errors)
+    opened.close()
+
+
+@pytest.fixture()
+def quiet_tab(shared_tab):
+    """``shared_tab``, checked for console errors after each test that used it."""
+    yield shared_tab
+    assert not shared_tab.errors, "\n".join(shared_tab.errors)
+
+
+@pytest.fixture(scope="module")
 def data() -> dict:
     return tool.read_data(HTML / "_static" / "explorer" / "explorer_data.js")
 
@@ -141,7 +159,7 @@ def _compare(page, model, pixels: torch.Tensor, which: str) -> dict[str, float]:
 # --------------------------------------------------------------------------- the forward pass is vitedu's
 
 
-def test_page_forward_pass_equals_vitedu(tab, data, models) -> None:
+def test_page_forward_pass_equals_vitedu(quiet_tab, data, models) -> None:
     canvases = data["canvases"]
     mistake = next(c for c in canvases if c["mistake"])
     inputs = {f"test canvas {c['index']}": tool.decode_pixels(c["pixels"]) for c in [canvases[0], canvases[7], mistake]}
@@ -149,7 +167,7 @@ def test_page_forward_pass_equals_vitedu(tab, data, models) -> None:
     inputs["uniform noise"] = torch.rand(32 * 32, generator=torch.Generator().manual_seed(0))
     worst = {"logits": 0.0, "attention": 0.0, "rollout": 0.0}
     for name, pixels in inputs.items():
-        diff = _compare(tab.page, models["trained"], pixels, "trained")
+        diff = _compare(quiet_tab.page, models["trained"], pixels, "trained")
         assert diff["logits"] <= LOGIT_TOLERANCE, f"{name}: logits differ from vitedu's by {diff['logits']:.2e}"
         assert diff["attention"] <= 1e-5 and diff["rollout"] <= 1e-5, f"{name}: {diff}"
         assert diff["same_prediction"], name
@@ -157,17 +175,17 @@ def test_page_forward_pass_equals_vitedu(tab, data, models) -> None:
     print(f"page vs vitedu, trained, worst over {len(inputs)} inputs: {worst}")
 
 
-def test_untrained_maps_are_vitedus_up_to_float16_weights(tab, data, models) -> None:
+def test_untrained_maps_are_vitedus_up_to_float16_weights(quiet_tab, data, models) -> None:
     # The untrained weights ship as float16: the page's maps of the random model are vitedu's float32 ones
     # to 1e-3 (measured: about 1e-5 for attention), its logits to 1e-2 (measured: about 5e-4).
     for canvas in data["canvases"][:3]:
-        diff = _compare(tab.page, models["untrained"], tool.decode_pixels(canvas["pixels"]), "untrained")
+        diff = _compare(quiet_tab.page, models["untrained"], tool.decode_pixels(canvas["pixels"]), "untrained")
         assert diff["attention"] <= 1e-3 and diff["rollout"] <= 1e-3 and diff["logits"] <= 1e-2, diff
 
 
-def test_page_erf_is_math_erf(tab) -> None:
+def test_page_erf_is_math_erf(quiet_tab) -> None:
     xs = [i / 16 for i in range(-100, 101)] + [-30.0, -6.5, 4.2, 27.5, 1e-9]
-    ours = tab.page.evaluate("xs => xs.map(x => window.VITEDU_EXPLORER_PAGE.erf(x))", xs)
+    ours = quiet_tab.page.evaluate("xs => xs.map(x => window.VITEDU_EXPLORER_PAGE.erf(x))", xs)
     assert max(abs(a - math.erf(x)) for a, x in zip(ours, xs)) < 1e-13
 
 
@@ -368,8 +386,9 @@ def test_one_shared_scale_and_honest_labels(tab, data) -> None:
 
 @pytest.mark.parametrize("width", [WIDE, PHONE])
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_layout_square_maps_side_by_side(browser, width: int, scheme: str) -> None:
-    opened = Tab(browser, width=width, scheme=scheme)
+def test_layout_square_maps_side_by_side(browser, shared_tab, width: int, scheme: str) -> None:
+    shared = (width, scheme) == (WIDE, "light")  # shared_tab is that load (only read by the tests before)
+    opened = shared_tab if shared else Tab(browser, width=width, scheme=scheme)
     page = opened.page
     try:
         if scheme == "dark":  # the theme follows the system's scheme unless the reader chose one
@@ -390,4 +409,5 @@ def test_layout_square_maps_side_by_side(browser, width: int, scheme: str) -> No
         assert (luminance > 0.6) if scheme == "dark" else (luminance < 0.4)
         assert not opened.errors, "\n".join(opened.errors)
     finally:
-        opened.close()
+        if not shared:
+            opened.close()
