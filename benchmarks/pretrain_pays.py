@@ -5,6 +5,7 @@
         jobs --plain) --deadline 500 --device cuda --parallel 6 --save-dir runs/pretrain_pays --pack-dir OUT
     python tools/gpu_sweep.py ... --device cpu --parallel 2 --deadline 9000   # the same, in the background here
     python benchmarks/pretrain_pays.py collect --from runs/pretrain_pays    # finished runs into RUNS and WEIGHTS
+    python benchmarks/pretrain_pays.py summary      # what chapter 10 prints, into vitedu/assets/pretrain_pays.json
 
 One architecture, ``vit_cluttered_digits`` (width 64, 4 blocks, 4 heads: the shipped MAE encoder's size) with
 learned positions that start as 2-D sin-cos, and two starts (``ARMS``): *sup*, the book's own start (mimetic
@@ -20,7 +21,12 @@ compute-matched run (``MATCHED``): the supervised arm at 10 % for 20 + 200 epoch
 
 A job is ``ARM_fFRACTION_eEPOCHS_lrLR`` plus a seed. Seed 0 at each rate of ``LRS`` first (the tuning); the rate
 is chosen on validation (``comparison.pick``) per arm, fraction and budget; then seeds 1 and 2 at the choice.
-No test number is read here: ``summary`` reads test once, for the final runs, when every choice is made.
+No test number is read by ``jobs``, ``collect`` or ``run``. ``summary`` writes ``SUMMARY``, the package asset
+chapter 10 loads: the design, the tuning table (seed 0, val), the choices made so far, every seed's val numbers of
+each choice, what is still missing, and chapter 8's bag-of-patches baseline. Test stays unread ("test": null) until
+the study is complete, every choice made and every final seed in; then each final run is loaded from its weights
+and scored once on the 2,000 test canvases with the digit anywhere, and its number is kept in ``SUMMARY`` (a later
+``summary`` reuses it instead of reading test again).
 """
 
 from __future__ import annotations
@@ -29,13 +35,14 @@ import argparse
 import json
 import re
 import shutil
+import statistics
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
 from comparison import pick
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from vitedu import cluttered as C
 from vitedu import train as T
@@ -52,6 +59,10 @@ ENCODER = "vit_cluttered_digits_mae"
 RESULTS = Path(__file__).parent / "results" / "pretrain_pays"
 RUNS = RESULTS / "runs.jsonl"  # one line a finished job: validation numbers only
 WEIGHTS = RESULTS / "weights"  # float16 weights of the final runs (the tuning runs that were not chosen pruned)
+ASSETS = Path(__file__).resolve().parent.parent / "vitedu" / "assets"
+SUMMARY = ASSETS / "pretrain_pays.json"  # what chapter 10 prints (shipped with the package: Colab reads it)
+BASELINES = ASSETS / "cluttered_baselines.json"  # chapter 8's baselines (val chosen, test read once each)
+BAG = "bag of 4x4 patches, no positions"
 RUN_COMMAND = ["run"]  # how tools/gpu_sweep.py --runner calls this file
 _NAME = re.compile(r"^(?P<arm>sup|mae)_f(?P<fraction>[0-9.]+)_e(?P<epochs>[0-9]+)_lr(?P<lr>[0-9.e-]+)$")
 
@@ -199,6 +210,123 @@ def collect(save_dir: Path) -> None:
     print(f"{new} new runs in {RUNS} ({len(seen)} in all)")
 
 
+def tuning_keys() -> list[tuple[str, float, int]]:
+    """Every (arm, fraction, budget) whose rate is chosen on validation."""
+    return [(a, f, e) for a in ARMS for f in FRACTIONS for e in BUDGETS]
+
+
+def missing(records: list[dict]) -> dict:
+    """What the study still needs: tuning runs (seed 0) not in, choices not made (and so their seeds 1 and 2,
+    and the compute-matched arm's seeds while its parent's choice is open), and final runs not in."""
+    done, chosen = {(r["job"], r["seed"]) for r in records}, chosen_lrs(records)
+    arm, fraction, parent, epochs = MATCHED
+    tuning = [(job_name(a, f, e, lr), 0) for a, f, e in tuning_keys() for lr in LRS]
+    if (arm, fraction, parent) not in chosen:
+        tuning += [(job_name(arm, fraction, epochs, lr), 0) for lr in LRS]
+    open_choices = [k for k in tuning_keys() if k not in chosen]
+    waiting = [f"{a}@{f:g}@{e}" for a, f, e in open_choices]
+    if (arm, fraction, parent) not in chosen:
+        waiting.append(f"{arm}@{fraction:g}@{epochs} (takes {arm}@{fraction:g}@{parent}'s rate)")
+    tuning_left = [f"{n}:{s}" for n, s in tuning if (n, s) not in done]
+    finals_left = [f"{n}:{s}" for n, s in final_jobs(chosen) if (n, s) not in done]
+    later = 2 * len(waiting)  # seeds 1 and 2 of every open choice (the matched arm's seed 0 is in tuning)
+    return {"tuning": tuning_left, "choices": waiting, "seeds": finals_left,
+            "runs_left": len(tuning_left) + len(finals_left) + later,
+            "complete": not tuning_left and not waiting and not finals_left}
+
+
+def load(name: str, seed: int, device: str = "cpu") -> torch.nn.Module:
+    """A finished run from its float16 weights (copied into the float32 parameters), in eval mode."""
+    c = config(*parse_job(name), seed)
+    model = create_model(c.model, **c.model_kwargs)  # both arms: the same model (``build_for``)
+    model.load_state_dict(load_file(str(WEIGHTS / f"{name}_seed{seed}.safetensors")))
+    return model.to(device).eval()
+
+
+@torch.no_grad()
+def test_accuracy(model: torch.nn.Module, device: str = "cpu") -> float:
+    """Accuracy on the 2,000 test canvases with the digit anywhere (as chapter 9's honest_analysis scores)."""
+    images, labels, _ = C.load_cluttered_digits("test", position_step=1)
+    images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
+    return T.evaluate(model, loader)[1]
+
+
+def _stats(values: list[float]) -> dict | None:
+    if not values:
+        return None
+    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else None,
+            "n": len(values)}
+
+
+def bag_of_patches() -> dict:
+    """Chapter 8's position-blind baseline (all the digits, 20,000 labelled canvases), as stored there."""
+    stored = json.loads(BASELINES.read_text())
+    bag = stored["baselines"][BAG]
+    return {"name": BAG, "setting": bag["chosen"], "val_acc": bag["val_accuracy"], "test_acc": bag["test_accuracy"],
+            "num_train": stored["task"]["num_train"], "source": f"vitedu/assets/{BASELINES.name}"}
+
+
+def summarise(records: list[dict], device: str = "cpu") -> dict:
+    """The asset chapter 10 prints (see the module's docstring). Test is read only when the study is complete,
+    once per final run: numbers already in ``SUMMARY`` are reused."""
+    chosen, left = chosen_lrs(records), missing(records)
+    by_job = {(r["job"], r["seed"]): r for r in records}
+    earlier = json.loads(SUMMARY.read_text()).get("test_scores") or {} if SUMMARY.exists() else {}
+    scores = {}
+    if left["complete"]:
+        for name, seed in final_jobs(chosen):
+            key = f"{name}:{seed}"
+            scores[key] = earlier[key] if key in earlier else test_accuracy(load(name, seed, device), device)
+    arm, fraction, parent, epochs = MATCHED
+    rows = [(a, f, e, chosen[a, f, e]) for a, f, e in tuning_keys() if (a, f, e) in chosen]
+    if (arm, fraction, parent) in chosen:
+        rows.append((arm, fraction, epochs, chosen[arm, fraction, parent]))
+    final = []
+    for a, f, e, lr in rows:
+        name = job_name(a, f, e, lr)
+        seeds = [s for s in SEEDS if (name, s) in by_job]
+        val = {str(s): by_job[name, s]["val_acc"] for s in seeds}
+        test = {str(s): scores[f"{name}:{s}"] for s in SEEDS} if scores else None
+        final.append({"arm": a, "fraction": f, "budget": e, "lr": lr, "job": name, "matched": e == epochs,
+                      "val_acc": val, "val": _stats(list(val.values())),
+                      "train_seconds": {str(s): by_job[name, s].get("train_seconds") for s in seeds},
+                      "test_acc": test, "test": _stats(list(test.values())) if test else None})
+    tuning = sorted(({k: r.get(k) for k in ("arm", "fraction", "budget", "lr", "val_acc", "val_loss",
+                                              "train_seconds", "device")} for r in records if r["seed"] == 0),
+                    key=lambda r: (-r["budget"], -r["fraction"], r["arm"], r["lr"]))
+    return {
+        "design": {"arms": {"sup": "the book's own start (mimetic attention, sin-cos positions)",
+                            "mae": f"the shipped MAE encoder ({ENCODER})"},
+                   "fractions": list(FRACTIONS), "budgets": list(BUDGETS), "lrs": list(LRS), "seeds": list(SEEDS),
+                   "matched": {"arm": arm, "fraction": fraction, "rate_from_budget": parent, "budget": epochs},
+                   "selection": "learning rate on val per arm, fraction and budget (seed 0); test read once, "
+                                "for the final runs, when every choice is made and every seed is in",
+                   "val_canvases": C.CLUTTERED_SIZES["val"], "test_canvases": C.CLUTTERED_SIZES["test"]},
+        "tuning": tuning,
+        "chosen_lr": [{"arm": a, "fraction": f, "budget": e, "lr": lr} for (a, f, e), lr in chosen.items()],
+        "final": final,
+        "missing": left,
+        "complete": left["complete"],
+        "test": "read once for every final run" if scores else None,
+        "test_note": None if scores else "test not read: the study is not complete (see missing); the numbers "
+                                         "here are validation accuracies",
+        "test_scores": scores or None,
+        "bag_of_patches": bag_of_patches(),
+        "runs": len(records),
+    }
+
+
+def summary(device: str = "cpu") -> dict:
+    """``summarise`` the stored runs into ``SUMMARY``."""
+    result = summarise(read_runs(), device)
+    SUMMARY.write_text(json.dumps(result, indent=1) + "\n")
+    left = result["missing"]
+    print(f"wrote {SUMMARY}: {result['runs']} runs, {len(result['chosen_lr'])} of {len(tuning_keys())} choices "
+          f"made, {left['runs_left']} runs left; test " + ("read" if result["test"] else "not read"))
+    return result
+
+
 def run(args: argparse.Namespace) -> None:
     """Train jobs in this process (how tools/gpu_sweep.py calls this file)."""
     torch.set_num_threads(1)
@@ -217,6 +345,8 @@ def main() -> None:
     s.add_argument("--plain", action="store_true", help="only NAME:SEED words, for tools/gpu_sweep.py --jobs")
     s = sub.add_parser("collect", help="finished runs of a save dir into the results")
     s.add_argument("--from", dest="source", type=Path, required=True)
+    s = sub.add_parser("summary", help=f"write {SUMMARY.name} for chapter 10 (test only once the study is complete)")
+    s.add_argument("--device", default="cpu")
     s = sub.add_parser("run", help="train jobs (how tools/gpu_sweep.py calls this file)")
     s.add_argument("--variants", nargs="+", required=True)
     s.add_argument("--seeds", type=int, nargs="+", default=[0])
@@ -235,6 +365,8 @@ def main() -> None:
             print("\n".join(f"  {n}:{s}" for n, s in todo))
     elif args.command == "collect":
         collect(args.source)
+    elif args.command == "summary":
+        summary(args.device)
     else:
         run(args)
 

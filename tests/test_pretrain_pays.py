@@ -108,3 +108,93 @@ def test_a_job_writes_val_numbers_and_weights_and_resumes(tmp_path, monkeypatch)
     assert (tmp_path / "mae_f0.1_e20_lr0.004_seed0.log").read_text().startswith("epoch")
     again = P.run_job("mae_f0.1_e20_lr0.004", 0, "cpu", str(tmp_path), epochs=1)  # resumes: nothing left
     assert again["val_acc"] == record["val_acc"] and again["resumed"]
+
+
+def _complete_study():
+    """Seed 0 at every rate of every (arm, fraction, budget) and of the compute-matched arm, then seeds 1 and 2
+    of every choice: the rate 4e-3 wins at 100 epochs, 1e-3 at 20 (and so for the matched arm)."""
+    records = []
+    for arm, f, e in P.tuning_keys():
+        best = 4e-3 if e == 100 else 1e-3
+        records += [_record(arm, f, e, lr, 0, 0.9 if lr == best else 0.8, train_seconds=60.0) for lr in P.LRS]
+        records += [_record(arm, f, e, best, s, 0.85, train_seconds=60.0) for s in (1, 2)]
+    arm, f, _, e = P.MATCHED
+    records += [_record(arm, f, e, lr, 0, 0.95 - lr, train_seconds=600.0) for lr in P.LRS]
+    records += [_record(arm, f, e, 1e-3, s, 0.93, train_seconds=600.0) for s in (1, 2)]
+    return records
+
+
+@pytest.fixture
+def summary_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(P, "SUMMARY", tmp_path / "pretrain_pays.json")
+    return P.SUMMARY
+
+
+def test_before_the_study_is_complete_the_summary_reads_no_test_and_lists_what_is_missing(summary_file,
+                                                                                           monkeypatch):
+    def no_test(*args, **kwargs):
+        raise AssertionError("test read before every choice and seed is in")
+    monkeypatch.setattr(P, "test_accuracy", no_test)
+    monkeypatch.setattr(P, "load", no_test)
+    study = _complete_study()
+    records = [r for r in study if r["job"] != P.job_name("mae", 0.01, 20, 4e-3)]  # one tuning run out
+    records = [r for r in records if (r["job"], r["seed"]) != (P.job_name("sup", 1.0, 100, 4e-3), 2)]  # one seed
+    monkeypatch.setattr(P, "read_runs", lambda: records)
+    P.summary()
+    s = json.loads(summary_file.read_text())
+    assert s["test"] is None and "not read" in s["test_note"] and s["test_scores"] is None and not s["complete"]
+    assert all(row["test_acc"] is None and row["test"] is None for row in s["final"])
+    assert s["missing"]["tuning"] == [P.job_name("mae", 0.01, 20, 4e-3) + ":0"]
+    assert s["missing"]["choices"] == ["mae@0.01@20"]
+    assert s["missing"]["seeds"] == [P.job_name("sup", 1.0, 100, 4e-3) + ":2"]
+    assert s["missing"]["runs_left"] == 1 + 2 + 1  # the tuning run, its choice's two seeds, the seed
+    # every choice that is in, with the val numbers of each of its seeds; the matched arm at its parent's rate
+    assert len(s["final"]) == len(P.tuning_keys()) - 1 + 1
+    row = next(r for r in s["final"] if r["job"] == P.job_name("sup", 1.0, 100, 4e-3))
+    assert row["val_acc"] == {"0": 0.9, "1": 0.85} and row["val"]["n"] == 2 and row["lr"] == 4e-3
+    matched = next(r for r in s["final"] if r["matched"])
+    assert (matched["budget"], matched["lr"], matched["val"]["n"]) == (P.MATCHED[3], 1e-3, 3)
+    assert len(s["tuning"]) == 2 * len(P.tuning_keys()) - 1 + 2 and all(r["val_acc"] for r in s["tuning"])
+    assert "test_acc" not in json.dumps(s["tuning"])  # the fake records carry a test number: it is not copied
+    stored = json.loads(P.BASELINES.read_text())["baselines"][P.BAG]
+    assert (s["bag_of_patches"]["val_acc"], s["bag_of_patches"]["test_acc"]) == (
+        stored["val_accuracy"], stored["test_accuracy"])
+
+
+def test_when_the_study_is_complete_test_is_read_once_per_final_run(summary_file, monkeypatch):
+    study = _complete_study()
+    monkeypatch.setattr(P, "read_runs", lambda: study)
+    read = []
+    monkeypatch.setattr(P, "load", lambda name, seed, device="cpu": (name, seed))
+    monkeypatch.setattr(P, "test_accuracy", lambda model, device="cpu": read.append(model) or 0.5 + model[1] / 10)
+    P.summary()
+    P.summary()  # a second summary reuses the stored numbers: test is not read again
+    finals = P.final_jobs(P.chosen_lrs(study))
+    assert len(finals) == len(P.tuning_keys()) * 3 + 3
+    assert sorted(read) == sorted(finals)  # each final run once, and nothing else (no unchosen tuning run)
+    s = json.loads(summary_file.read_text())
+    assert s["complete"] and s["test"] and s["test_note"] is None and s["missing"]["runs_left"] == 0
+    assert all(row["test_acc"] == {"0": 0.5, "1": 0.6, "2": 0.7} for row in s["final"])
+    assert all(row["test"]["n"] == 3 and row["test"]["mean"] == pytest.approx(0.6) for row in s["final"])
+
+
+def test_a_stored_run_loads_back_exactly(tmp_path, monkeypatch):
+    monkeypatch.setattr(P, "WEIGHTS", tmp_path)
+    name = P.job_name("mae", 0.1, 20, 4e-3)
+    model = P.build_for("sup")(P.config("mae", 0.1, 20, 4e-3, 1))
+    P.save_file({k: v.half().contiguous() for k, v in model.state_dict().items()},
+                str(tmp_path / f"{name}_seed1.safetensors"))
+    loaded = P.load(name, 1)
+    assert not loaded.training
+    assert all(torch.equal(v, model.state_dict()[k].half().float()) for k, v in loaded.state_dict().items())
+
+
+def test_the_shipped_summary_is_the_summary_of_the_stored_runs(monkeypatch):
+    """Chapter 10 prints the asset: it must say what the stored runs say (run ``summary`` after ``collect``).
+    A complete study's test numbers come from the asset itself (read once), never read again here."""
+    def no_test(*args, **kwargs):
+        raise AssertionError("test read again")
+    monkeypatch.setattr(P, "test_accuracy", no_test)
+    shipped = json.loads(P.SUMMARY.read_text())
+    assert json.loads(json.dumps(P.summarise(P.read_runs()))) == shipped
+    assert shipped["complete"] or (shipped["test"] is None and shipped["test_scores"] is None)
