@@ -332,7 +332,7 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, m
     assert len(row["distance_per_block"]) == 1 and not any("test" in key for key in row)
     assert (tmp_path / "tiny_seed0.safetensors").exists()
     base = sweep.shipped("cpu")  # the baseline row: the shipped model, scored the same way, its val as recorded
-    assert base["val_acc"] == float(vitedu.models.shipped_metadata("vit_cluttered_digits")["val_acc"])
+    assert base["val_acc"] == float(vitedu.shipped.shipped_metadata("vit_cluttered_digits")["val_acc"])
     assert base["model_kwargs"] == preset.model_kwargs  # the shipped file was trained with the preset's model
     assert base["seed"] == T.PRESETS["cluttered_digits"].seed == 7
     assert len(base["distance_per_block"]) == 4 and 0.9 < base["val10k_acc"] < 1

@@ -164,9 +164,10 @@ def shipped(device: str) -> dict:
     """The same numbers for the shipped model (the recipe and seed its file records), a baseline to read variants
     against."""
     import vitedu
+    from vitedu.shipped import shipped_metadata
 
     model = vitedu.create_model("vit_cluttered_digits", pretrained=True)
-    config = json.loads(vitedu.models.shipped_metadata("vit_cluttered_digits")["config"])
+    config = json.loads(shipped_metadata("vit_cluttered_digits")["config"])
     return {"variant": "shipped", "overrides": {}, "model_kwargs": config["model_kwargs"], "seed": config["seed"],
             "epochs": config["epochs"], "position_step": config.get("position_step", 4),
             **score(model, device, config.get("position_step", 4)), "seconds": 0, "device": str(device)}
