@@ -291,6 +291,7 @@ def summarise(records: list[dict], device: str = "cpu") -> dict:
         final.append({"arm": a, "fraction": f, "budget": e, "lr": lr, "job": name, "matched": e == epochs,
                       "val_acc": val, "val": _stats(list(val.values())),
                       "train_seconds": {str(s): by_job[name, s].get("train_seconds") for s in seeds},
+                      "val_curves": {str(s): by_job[name, s].get("val_curve") for s in seeds},
                       "test_acc": test, "test": _stats(list(test.values())) if test else None})
     tuning = sorted(({k: r.get(k) for k in ("arm", "fraction", "budget", "lr", "val_acc", "val_loss",
                                               "train_seconds", "device")} for r in records if r["seed"] == 0),
