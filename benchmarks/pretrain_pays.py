@@ -32,6 +32,7 @@ and scored once on the 2,000 test canvases with the digit anywhere, and its numb
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import shutil
@@ -243,11 +244,17 @@ def load(name: str, seed: int, device: str = "cpu") -> torch.nn.Module:
     return model.to(device).eval()
 
 
+@functools.lru_cache(maxsize=1)
+def _test_canvases() -> tuple[torch.Tensor, torch.Tensor]:
+    """The 2,000 test canvases with the digit anywhere, normalised, and their labels (made once a process)."""
+    images, labels, _ = C.load_cluttered_digits("test", position_step=1)
+    return (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0], labels
+
+
 @torch.no_grad()
 def test_accuracy(model: torch.nn.Module, device: str = "cpu") -> float:
     """Accuracy on the 2,000 test canvases with the digit anywhere (as chapter 9's honest_analysis scores)."""
-    images, labels, _ = C.load_cluttered_digits("test", position_step=1)
-    images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    images, labels = _test_canvases()
     loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
     return T.evaluate(model, loader)[1]
 
