@@ -11,9 +11,10 @@ PIP         := $(BIN)/python -m pip install -q --disable-pip-version-check -c co
                $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 # pip installs one package after another; uv (pinned in constraints.txt, put into the venv by pip) installs
 # the same pins in parallel and compiles their bytecode as pip does. On this 2-core machine, busy with other
-# work, a fresh book environment took 54-80 s instead of 148 s, the full one 173 s instead of 833 s. uv does not read pip's configuration, so the wheel folder pip
-# is pointed at (PIP_FIND_LINKS: where a machine keeps its CPU build of torch) is passed on; if uv fails,
-# pip installs the same thing. INSTALLER=pip skips uv.
+# work, a fresh book environment took 54-80 s instead of 148 s, the full one 173 s instead of 833 s.
+# uv does not read pip's configuration, so the wheel folder pip is pointed at (PIP_FIND_LINKS: where a
+# machine keeps its CPU build of torch) is passed on; if uv fails, pip installs the same thing.
+# INSTALLER=pip skips uv.
 INSTALLER   ?= uv
 UV          := $(BIN)/python -m uv pip install -q --python $(BIN)/python --compile-bytecode \
                --index-strategy unsafe-best-match -c constraints.txt \
