@@ -18,7 +18,8 @@ PIP         := $(BIN)/python -m pip install -q --disable-pip-version-check -c co
 INSTALLER   ?= uv
 UV          := $(BIN)/python -m uv pip install -q --python $(BIN)/python --compile-bytecode \
                --index-strategy unsafe-best-match -c constraints.txt \
-               $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) $(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
+               $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) \
+               $(foreach links,$(PIP_FIND_LINKS),--find-links $(links))
 # $(call install,ARGS): install ARGS into the venv with uv, or with pip if uv cannot.
 install = $(if $(filter uv,$(INSTALLER)),{ $(BIN)/python -m uv --version >/dev/null 2>&1 || $(PIP) uv; } && $(UV) $(1) \
           || { echo "uv failed: installing with pip"; $(PIP) $(1); },$(PIP) $(1))
