@@ -134,8 +134,12 @@ def plan(records: list[dict], started: set[tuple[str, int]] = frozenset()) -> tu
     """-> (the runnable jobs not yet done, in priority order; how many more wait for a choice or a teacher).
 
     ``started``: jobs with a checkpoint from a stopped run; they go first, so that they finish."""
-    done = {(r["job"], r["seed"]) for r in records}
     chosen = chosen_lrs(records)
+    # a final run counts as done only with its weights (the analysis loads them): one whose weights were pruned
+    # before it became final runs again
+    finals = set(final_jobs(chosen))
+    done = {(r["job"], r["seed"]) for r in records
+            if (r["job"], r["seed"]) not in finals or (WEIGHTS / f"{r['job']}_seed{r['seed']}.safetensors").exists()}
     # the teacher first, at every fraction (distilled arms wait for its tuning and for its seeds); then, fraction
     # by fraction, the other arms' tuning and the final runs
     wanted = [(job_name(TEACHER, f, lr), 0) for f in sorted(FRACTIONS) for lr in LRS]
@@ -166,12 +170,15 @@ def started_jobs(save: Path | None = None) -> set[tuple[str, int]]:
 def prune(records: list[dict]) -> list[Path]:
     """Remove the weights of seed-0 tuning runs whose (arm, fraction) chose another learning rate and that no
     final job names; -> the files removed."""
-    keep = {f"{n}_seed{s}.safetensors" for n, s in final_jobs(chosen_lrs(records))}
-    chosen_keys = {(a, f) for a, f in chosen_lrs(records)}
+    chosen = chosen_lrs(records)
+    keep = {f"{n}_seed{s}.safetensors" for n, s in final_jobs(chosen)}
+    # an arm that stands in for an ablation (SAME_AS) keeps its runs until that ablation's parent has chosen
+    waiting = {(arm, f) for role, arm in SAME_AS.items() for f in FRACTIONS if (ABLATIONS[role][0], f) not in chosen}
     removed = []
     for r in records:
         path = WEIGHTS / f"{r['job']}_seed{r['seed']}.safetensors"
-        if (r["arm"], r["fraction"]) in chosen_keys and path.name not in keep and path.exists():
+        if ((r["arm"], r["fraction"]) in chosen and (r["arm"], r["fraction"]) not in waiting
+                and path.name not in keep and path.exists()):
             path.unlink()
             removed.append(path)
     return removed
@@ -195,7 +202,8 @@ def finish(name: str, seed: int, out: Path) -> dict | None:
     if not out.exists():
         return None
     record = json.loads(out.read_text().splitlines()[-1])
-    if (name, seed) not in {(r["job"], r["seed"]) for r in read_runs()}:
+    rerun = not (WEIGHTS / f"{name}_seed{seed}.safetensors").exists()  # a final run whose weights were pruned
+    if (name, seed) not in {(r["job"], r["seed"]) for r in read_runs()} or rerun:
         RUNS.parent.mkdir(parents=True, exist_ok=True)
         with open(RUNS, "a") as runs:
             runs.write(json.dumps(record) + "\n")

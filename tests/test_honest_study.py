@@ -149,11 +149,14 @@ def test_a_distilled_run_whose_teacher_is_no_longer_the_cnn_arms_choice_runs_aga
     assert S.current(cnn + old + [better, new]) == cnn + [better, new]  # the newer record is read
 
 
-def test_the_planner_is_done_when_every_final_run_is_in():
+def test_the_planner_is_done_when_every_final_run_is_in(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "WEIGHTS", tmp_path)
     records = [r for arm in A.ARMS for f in A.FRACTIONS for r in _tuned(arm, f, 4e-3)]
     chosen = S.chosen_lrs(records)
     done = {(r["job"], r["seed"]) for r in records}
     records += [_record(*A.parse_job(n), s, 0.9) for n, s in S.final_jobs(chosen) if (n, s) not in done]
+    for n, s in S.final_jobs(chosen):
+        (tmp_path / f"{n}_seed{s}.safetensors").write_bytes(b"w")
     assert S.plan(records) == ([], 0)
     assert len(records) == 2 * (5 * (len(A.LRS) + 2) + 3 * 3)  # deit_none reuses the vit arm's runs at the same rate
 
@@ -317,3 +320,25 @@ def test_inside_reads_attention_gates_and_the_two_heads_agreement():
     assert set(deit["agreement"]) >= {"cls~labels", "dist~teacher", "dist~cls"}
     convit = H.inside(A.build(A.config("convit", 0.5, 4e-3)), None, "cpu")
     assert len(convit["gates"]) == 2 and "agreement" not in convit
+
+
+def test_a_stand_in_arm_keeps_its_weights_until_the_ablation_it_stands_for_has_chosen(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "WEIGHTS", tmp_path)
+    records = _tuned("vit", 0.1, 8e-3)  # deit_none stands on the vit arm at deit's rate, not chosen yet
+    for r in records:
+        (tmp_path / f"{r['job']}_seed0.safetensors").write_bytes(b"w")
+    assert S.prune(records) == []
+    records += _tuned("deit", 0.1, 4e-3)
+    assert sorted(p.name for p in S.prune(records)) == sorted(
+        f"vit_f0.1_lr{lr:g}_seed0.safetensors" for lr in A.LRS if lr not in (4e-3, 8e-3))
+
+
+def test_a_final_run_whose_weights_are_gone_runs_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(S, "WEIGHTS", tmp_path)
+    records = _tuned("cnn", 0.1, 8e-3) + _tuned("vit", 0.1, 8e-3) + _tuned("deit", 0.1, 4e-3)
+    for r in records:
+        if r["lr"] == 8e-3 or r["arm"] == "deit":
+            (tmp_path / f"{r['job']}_seed0.safetensors").write_bytes(b"w")
+    todo, _ = S.plan(records)
+    assert (A.job_name("vit", 0.1, 4e-3), 0) in todo  # final (deit_none), its record in, its weights not
+    assert (A.job_name("vit", 0.1, 2e-3), 0) not in todo  # not final: its record is enough
