@@ -12,7 +12,7 @@ import vitedu
 from vitedu import cluttered as C
 from vitedu import mae_pretrain
 from vitedu.mae import MaskedAutoencoder, load_shipped_mae, mae_sincos_pos_embed_2d
-from vitedu.models import load_shipped_weights, shipped_metadata
+from vitedu.shipped import load_shipped_weights, shipped_metadata
 
 NAME = "vit_cluttered_digits_mae"
 mae_tool = load_tool("pretrain_mae")

@@ -14,10 +14,7 @@ from torch import nn
 
 from .preprocess import attach_pretrained_cfg
 from .registry import MODELS, get_entry
-
-# load_shipped_weights and shipped_metadata are not used here: chapters 8 and 10 and tests/test_shipped_mae.py read
-# them as vitedu.models.<name> (they are vitedu.shipped's).
-from .shipped import load_shipped, load_shipped_weights, registry_cfg, shipped_file, shipped_metadata  # noqa: F401
+from .shipped import load_shipped, registry_cfg, shipped_file
 from .vit import VisionTransformer
 
 # name -> keyword arguments of VisionTransformer (the plain ViTs of the registry).

@@ -42,7 +42,6 @@ from .checkpoints import read_json, read_state_dict, require_types
 from .hf_configs import convert_hf_state_dict, hf_config_to_kwargs, hf_preprocessor_cfg
 from .patching import resample_pos_embed
 from .preprocess import attach_pretrained_cfg, make_pretrained_cfg, model_input_size
-from .shipped import load_seed_pack  # noqa: F401  chapters 8 and 9 import it from here (vitedu.shipped's)
 from .state_dicts import KNOWN_HEADS, fold_keys, infer_timm_kwargs, load_checked, model_class_for_state
 from .timm_configs import constructor_defaults, key_reasons, split_tag, timm_kwargs, timm_model_class
 from .vit import VisionTransformer
