@@ -65,9 +65,9 @@ __all__ = ["job_epochs"]
 
 
 def read_runs(path: Path | None = None) -> list[dict]:
-    """The records of ``path`` (default RUNS). From RUNS, only the current ones (``current``)."""
-    records = [json.loads(line) for line in (RUNS if path is None else path).read_text().splitlines()
-               if line.strip()] if (RUNS if path is None else path).exists() else []
+    """The records of ``path``; from RUNS (the default), only the current ones (``current``)."""
+    file = RUNS if path is None else path
+    records = [json.loads(line) for line in file.read_text().splitlines() if line.strip()] if file.exists() else []
     return current(records) if path is None else records
 
 
