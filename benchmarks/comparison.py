@@ -1,5 +1,6 @@
-"""What the controlled comparisons (``data_hunger.py``, chapter 7; ``variants.py``, chapter 9) share: the key
-of a run, the choice on validation, and the command line that resumes from the runs already stored."""
+"""What the controlled comparisons (``data_hunger.py``, chapter 7; ``variants.py``, ``honest_study.py``, chapter 9;
+``pretrain_pays.py``, chapter 10) share: the key of a run, the choice on validation, the command line that resumes
+from the runs already stored, and the ``run`` command tools/gpu_sweep.py calls a runner with."""
 
 from __future__ import annotations
 
@@ -55,3 +56,17 @@ def run_all(jobs: list[tuple[str, Any]], done: dict, workers: int, job_star: Cal
             save()
             print(f"{record['arm']:8s} f={record['fraction']:.2f} seed={record['seed']} lr={record['lr']:.0e} "
                   f"val {record['val_acc']:.4f} ({record['seconds']:.0f} s)", flush=True)
+
+
+def add_run_command(sub: Any, help: str) -> None:
+    """The ``run`` subcommand of a tools/gpu_sweep.py runner: ``run --variants NAME --seeds S --device D
+    --save-dir DIR --out FILE`` (``--workers`` is taken and ignored: one job a process; ``--epochs`` shortens a
+    quick check)."""
+    s = sub.add_parser("run", help=help)
+    s.add_argument("--variants", nargs="+", required=True)
+    s.add_argument("--seeds", type=int, nargs="+", default=[0])
+    s.add_argument("--workers", type=int, default=1, help="ignored: one job a process")
+    s.add_argument("--device", default="cpu")
+    s.add_argument("--save-dir", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--epochs", type=int, help="fewer epochs, for a quick check")

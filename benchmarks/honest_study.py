@@ -33,7 +33,7 @@ import tarfile
 import time
 from pathlib import Path
 
-from comparison import pick
+from comparison import add_run_command, pick
 from honest_arms import (
     ABLATIONS,
     ARMS,
@@ -352,14 +352,7 @@ def main() -> None:
     s.add_argument("--pack-dir", type=Path, required=True)
     s = sub.add_parser("collect", help="merge a wave's pack into the results")
     s.add_argument("--from", dest="source", type=Path, required=True)
-    s = sub.add_parser("run", help="train jobs (how `cpu` and tools/gpu_sweep.py call this file)")
-    s.add_argument("--variants", nargs="+", required=True)
-    s.add_argument("--seeds", type=int, nargs="+", default=[0])
-    s.add_argument("--workers", type=int, default=1, help="ignored: one job a process")
-    s.add_argument("--device", default="cpu")
-    s.add_argument("--save-dir", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--epochs", type=int, help="fewer epochs, for a quick check")
+    add_run_command(sub, help="train jobs (how `cpu` and tools/gpu_sweep.py call this file)")
     args = p.parse_args()
     if args.command == "plan":
         show_plan()

@@ -42,7 +42,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
-from comparison import pick
+from comparison import add_run_command, pick
 from safetensors.torch import load_file, save_file
 
 from vitedu import cluttered as C
@@ -355,14 +355,7 @@ def main() -> None:
     s.add_argument("--from", dest="source", type=Path, required=True)
     s = sub.add_parser("summary", help=f"write {SUMMARY.name} for chapter 10 (test only once the study is complete)")
     s.add_argument("--device", default="cpu")
-    s = sub.add_parser("run", help="train jobs (how tools/gpu_sweep.py calls this file)")
-    s.add_argument("--variants", nargs="+", required=True)
-    s.add_argument("--seeds", type=int, nargs="+", default=[0])
-    s.add_argument("--workers", type=int, default=1, help="ignored: one job a process")
-    s.add_argument("--device", default="cpu")
-    s.add_argument("--save-dir", required=True)
-    s.add_argument("--out", required=True)
-    s.add_argument("--epochs", type=int, help="fewer epochs, for a quick check")
+    add_run_command(sub, help="train jobs (how tools/gpu_sweep.py calls this file)")
     args = p.parse_args()
     if args.command == "jobs":
         todo = plan(read_runs())
