@@ -8,10 +8,10 @@ Controlled means:
 - the same data: every arm, the SVM included, trains on the same stratified subset of the training
   split (by default all of it, or 10 %, drawn with the run's seed);
 - the same tuning care, on training/validation data only, per data fraction: the learning rate of the
-  ViT and of the CNN among ``LRS`` is picked on the validation split at every fraction (seed 0), and so
-  is the distilled ViT's below 100 % (its teacher trains at the same rate; with all the data it takes the
-  ViT's rate, see ``searched``); (tau, alpha) of distillation among ``DISTILL`` at 100 %; the SVM's C and
-  gamma by 5-fold cross-validation on its own training subset;
+  ViT, of the CNN and of the distilled ViT (whose teacher trains at the same rate) among ``LRS`` is
+  picked on the validation split at every fraction (seed 0); (tau, alpha) of distillation among
+  ``DISTILL`` at 100 %, at the ViT's rate; the SVM's C and gamma by 5-fold cross-validation on its own
+  training subset;
 - several seeds, and the test split read once, for the chosen recipes only. (``vitedu.train.fit``
   scores the test set at the end of every run; the selection below reads validation numbers only.)
 - the distilled arm's teachers are scored too (arm "teacher": the same teacher, the same draws), so
@@ -150,10 +150,9 @@ def recipe(arm: str, lr: float, fraction: float, seed: int, tau: float = DISTILL
 
 
 def searched(arm: str, fraction: float) -> bool:
-    """Which arms choose their learning rate at which fraction. The ViT and the CNN at every fraction; the
-    distilled ViT below 100 % (with all the data it takes the ViT's rate: there every distillation setting,
-    and no teacher, is within one validation image, ``distill_settings.py``)."""
-    return arm in ("vit", "cnn") or (arm == "distill" and fraction < 1)
+    """Which arms choose their learning rate among ``LRS`` on validation at ``fraction``: the three networks
+    at every fraction (the SVM tunes C and gamma by cross-validation instead)."""
+    return arm in ("vit", "cnn", "distill")
 
 
 def rekeyed(done: dict) -> dict:
@@ -206,8 +205,8 @@ def main() -> None:
                                           "summary": summary, "runs": list(done.values())}, indent=1))
 
     # 1. Tuning, on the validation split only, with seed 0: at 100 % the ViT's and the CNN's learning rates,
-    #    then (tau, alpha) at the ViT's rate; at every smaller fraction the learning rate again, for the
-    #    ViT, the CNN and the distilled ViT (whose teacher trains at the same rate).
+    #    then (tau, alpha) at the ViT's rate; then the distilled ViT's learning rate (its teacher trains at the
+    #    same rate) at every fraction, and at every smaller fraction the ViT's and the CNN's again.
     vit = [recipe("vit", lr, 1.0, 0) for lr in LRS]
     cnn = [recipe("cnn", lr, 1.0, 0) for lr in LRS]
     run_all(vit + cnn, done, p_args.workers, job_star, save)
@@ -220,14 +219,13 @@ def main() -> None:
     summary["chosen"] = {"vit_lr": vit_lr, "cnn_lr": cnn_lr, "tau": tau, "alpha": alpha}
     summary["tuning"] = [{k: done[key(*j)][k] for k in ("arm", "lr", "tau", "alpha", "val_acc", "val_loss")}
                          for j in vit + cnn + teach]
-    lrs = {1.0: {"vit": vit_lr, "cnn": cnn_lr, "distill": vit_lr}}
-    small = [f for f in fractions if f < 1]
-    grid = [recipe(arm, lr, f, 0, tau, alpha) for f in small for arm in ("vit", "cnn", "distill")
-            if searched(arm, f) for lr in LRS]
+    # the search beyond step 1 (at 100 % the ViT and the CNN are already searched there)
+    grid = [recipe(arm, lr, f, 0, tau, alpha) for f in fractions for arm in ("vit", "cnn", "distill")
+            if searched(arm, f) and (f < 1 or arm == "distill") for lr in LRS]
     run_all(grid, done, p_args.workers, job_star, save)
-    for f in small:
-        lrs[f] = {arm: pick([done[key(*j)] for j in grid if j[0] == arm and j[1].train_fraction == f])["lr"]
-                  for arm in ("vit", "cnn", "distill")}
+    lrs = {f: {arm: pick([done[key(*j)] for j in vit + cnn + grid
+                          if j[0] == arm and j[1].train_fraction == f])["lr"]
+               for arm in ("vit", "cnn", "distill")} for f in fractions}
     summary["search"] = [{k: done[key(*j)][k] for k in ("arm", "fraction", "lr", "val_acc", "val_loss", "seconds")}
                          for j in grid]
     summary["lr_by_fraction"] = {str(f): lrs[f] for f in fractions}
