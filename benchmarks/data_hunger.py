@@ -250,6 +250,7 @@ def main() -> None:
     run_all(final, done, p_args.workers, job_star, save)
     score_teachers(done, p_args.workers, save)
     teachers = [("teacher", c) for arm, c in final if arm == "distill"]
+    run_all(teachers, done, p_args.workers, job_star, save)  # a final's teacher alone, if not yet scored
     table: dict = {}
     for arm in ("vit", "distill", "cnn", "svm", "teacher"):
         for fraction in fractions:

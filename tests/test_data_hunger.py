@@ -19,8 +19,9 @@ H = load_benchmark("data_hunger")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _fake_run_all(best: dict):
-    """A run_all that 'trains' instantly: validation prefers the rate ``best[(arm, fraction)]``."""
+def _fake_run_all(best: dict, teacher_scores: bool = False):
+    """A run_all that 'trains' instantly: validation prefers the rate ``best[(arm, fraction)]``. With
+    ``teacher_scores`` a distilled run carries its teacher's scores, as ``train`` records them."""
 
     def run_all(jobs, done, workers, job_star, save):
         for arm, config in jobs:
@@ -31,7 +32,9 @@ def _fake_run_all(best: dict):
             done[k] = {"arm": arm, "key": k, "fraction": config.train_fraction, "seed": config.seed,
                        "lr": config.lr, "tau": config.distill_temperature, "alpha": config.distill_alpha,
                        "config": asdict(config), "seconds": 1.0, "val_acc": 0.95 if good else 0.9, "val_loss": 0.1,
-                       "test_acc": 0.9 + 0.01 * config.seed, **({"best": {}} if arm == "svm" else {})}
+                       "test_acc": 0.9 + 0.01 * config.seed, **({"best": {}} if arm == "svm" else {}),
+                       **({"teacher_val_acc": 0.9, "teacher_test_acc": 0.9} if teacher_scores and arm == "distill"
+                          else {})}
             save()
 
     return run_all
@@ -42,9 +45,9 @@ BEST = {("vit", 1.0): 1e-3, ("cnn", 1.0): 4e-3, ("distill", 1.0): 2e-3,
         ("vit", 0.1): 4e-3, ("cnn", 0.1): 2e-3, ("distill", 0.1): 2e-3}
 
 
-def _main(monkeypatch, tmp_path, *extra):
+def _main(monkeypatch, tmp_path, *extra, teacher_scores=False):
     out = tmp_path / "dh.json"
-    monkeypatch.setattr(H, "run_all", _fake_run_all(BEST))
+    monkeypatch.setattr(H, "run_all", _fake_run_all(BEST, teacher_scores))
     monkeypatch.setattr(sys, "argv", ["data_hunger.py", "--out", str(out), *extra])
     H.main()
     return json.loads(out.read_text())
@@ -72,6 +75,16 @@ def test_the_rate_is_chosen_per_fraction_and_the_finals_use_it(monkeypatch, tmp_
     # no run at a rate that was not chosen, beyond seed 0 (the search)
     assert all(r["seed"] == 0 for r in runs if r["arm"] != "svm"
                and r["lr"] != summary["lr_by_fraction"][str(r["fraction"])].get(r["arm"], r["lr"]))
+
+
+def test_every_final_distilled_run_gets_its_teacher_scored_alone(monkeypatch, tmp_path):
+    """Distilled runs that carry their teacher's scores (as ``train`` records them) still get the teacher
+    arm the table reads, at the chosen rate of every fraction."""
+    stored = _main(monkeypatch, tmp_path, teacher_scores=True)
+    lrs = stored["summary"]["lr_by_fraction"]
+    for fraction in (1.0, 0.1):
+        teachers = [r for r in stored["runs"] if r["arm"] == "teacher" and r["fraction"] == fraction]
+        assert sorted(r["seed"] for r in teachers if r["lr"] == lrs[str(fraction)]["distill"]) == [0, 1, 2]
 
 
 def test_search_only_stops_before_any_final_and_reads_no_test(monkeypatch, tmp_path):
