@@ -273,25 +273,49 @@ def test_make_assignments_passes_the_course_options_through(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------
-# A3's promise: "the grader re-executes this run and gets your numbers", at whatever thread count the
-# kernel starts with. The setup cell sets one thread; without that line, a kernel at two threads splits sums
-# differently and ends the run at val acc 0.922 instead of the stored 0.927 (measured), and this test fails.
+# A3's promise, as Part 4 words it: the grader re-executes the run; on the same kind of processor (the same
+# `where_run()` lines: processor, PyTorch's CPU kernels, threads, PyTorch) it gets the stored run to the last
+# digit, whatever thread count the kernel starts with (the setup cell sets one; without that line a kernel at
+# two threads splits sums differently and ends at val acc 0.922, not the stored 0.927). On another kind the
+# run differs and the grade must not. Another kind is simulated by ATen's generic kernels
+# (ATEN_CPU_CAPABILITY=default, as on an x86 CPU without AVX2). Measured on one machine (AMD EPYC, AVX2,
+# torch 2.13), the run at epoch 15 had 166 of 179 validation images right; with ATen's generic kernels 165,
+# oneDNN held to SSE4.1 (ONEDNN_MAX_CPU_ISA=SSE41) 167, MKL in its reproducible mode (MKL_CBWR=COMPATIBLE)
+# 168, all three switches 167, two threads 165. A rerun with nothing switched gave the same weights.
+# The tolerance below is 5 images, for kinds of processor that could not be simulated here.
+A3_SPREAD = 5 / 179
+
+
+def _val_acc_at_the_end(log: str) -> float:
+    return float(re.findall(r"val acc ([0-9.]+)", log)[-1])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("threads", [1, 2])
-def test_a3_training_run_is_the_stored_run_at_any_starting_thread_count(threads, tmp_path):
+@pytest.mark.parametrize("threads, switches", [(1, {}), (2, {}), (1, {"ATEN_CPU_CAPABILITY": "default"})],
+                         ids=["1 thread", "2 threads", "generic kernels"])
+def test_a3_grader_rerun_is_the_stored_run_on_the_same_kind_and_grades_the_same_on_another(threads, switches, tmp_path):
     nb = nbformat.read(_path(SOURCE, "a3_training"), as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     run = next(c for c in code if "history = History()" in c.source)
+    graded = next(c for c in code if c.metadata.get("nbgrader", {}).get("grade_id") == "test_trained_model")
     stored = "".join(o.get("text", "") for o in run.outputs if o.output_type == "stream")
-    assert "val acc" in stored
-    # Everything up to the training run, magics dropped; the kernel starts at `threads` threads.
-    cells = [c.source for c in code[: code.index(run) + 1] if not c.source.lstrip().startswith("import sys\nif")]
+    assert "val acc" in stored and stored.startswith("processor: ")
+    # Everything up to Part 4's graded cell (hidden tests included), magics dropped; the kernel starts at
+    # `threads` threads.
+    cells = [c.source for c in code[: code.index(graded) + 1] if not c.source.lstrip().startswith("import sys\nif")]
     script = "\n\n".join([f"import torch\ntorch.set_num_threads({threads})", *cells]).replace("plt.show()", "")
     (tmp_path / "run.py").write_text(script)
-    env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": str(threads), **switches}
     out = subprocess.run([sys.executable, str(tmp_path / "run.py")], cwd=_path(SOURCE, "a3_training").parent,
                          capture_output=True, text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert stored.strip() in out.stdout, json.dumps({"stored": stored, "got": out.stdout[-1500:]}, indent=1)
+    report = json.dumps({"stored": stored, "got": out.stdout[-1500:]}, indent=1)
+    assert "✓ validation accuracy at least 85 %: True" in out.stdout, report  # the grade, on any kind
+    got = out.stdout[out.stdout.index("processor: "):]
+    same_kind = got.splitlines()[:2] == stored.splitlines()[:2]
+    if "ATEN_CPU_CAPABILITY" in switches:
+        assert "CPU kernels DEFAULT" in got and not same_kind, report  # the simulation took effect
+    if same_kind:
+        assert stored.strip() in got, report
+    else:
+        assert abs(_val_acc_at_the_end(got) - _val_acc_at_the_end(stored)) <= A3_SPREAD, report

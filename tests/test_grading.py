@@ -15,7 +15,7 @@ from vitedu.checks import (
     check_multi_head_split,
     check_patchify,
 )
-from vitedu.grading import REFERENCE_PARTS, part_is_right, reference_parts
+from vitedu.grading import REFERENCE_PARTS, part_is_right, reference_parts, where_run
 
 
 def test_every_reference_passes_its_own_check(capsys):
@@ -95,3 +95,21 @@ def test_part_is_right_checks_on_the_cpu_whatever_the_machine_has(monkeypatch):
     monkeypatch.setattr(vitedu.checks, "check_train_epoch", lambda fn, device=None: devices.append(device))
     assert part_is_right("train_epoch", _train_epoch)
     assert devices == ["cpu"]
+
+
+def test_where_run_names_what_decides_a_cpu_runs_last_digits(monkeypatch):
+    """A3 prints it so that a student's run and the grader's re-execution can be compared: the processor, then
+    PyTorch's CPU kernels (what ATEN_CPU_CAPABILITY switches), the threads and the version."""
+    threads = torch.get_num_threads()
+    try:
+        for n, word in ((1, "1 thread,"), (2, "2 threads,")):
+            torch.set_num_threads(n)
+            processor, kernels = where_run().split("\n")
+            assert processor.startswith("processor: ") and len(processor) > len("processor: ")
+            assert kernels == f"CPU kernels {torch.backends.cpu.get_cpu_capability()}, {word} torch {torch.__version__}"
+    finally:
+        torch.set_num_threads(threads)
+    monkeypatch.setattr("platform.processor", lambda: "arm")  # no /proc/cpuinfo (macOS): what platform knows
+    monkeypatch.setattr("builtins.open", lambda *a, **k: (_ for _ in ()).throw(FileNotFoundError()))
+    assert where_run().startswith("processor: arm\n")
+

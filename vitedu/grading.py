@@ -10,21 +10,28 @@ below, so the later part is graded on its own code alone; on leaving the block t
 are put back, whatever happened inside. This is nbgrader's recommended practice for dependent parts.
 
 The references are thin wrappers around ``vitedu`` (nothing here that the book does not already show).
+
+``where_run`` names what decides a CPU training run's last digits (the processor, PyTorch's CPU kernels,
+the threads, the PyTorch version), so that a student's run and the grader's re-execution can be compared:
+where both lines are the same, a seeded run repeats to the last digit; a different line explains different
+digits.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import platform
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+import torch
 from torch import Tensor
 
 from .attention import merge_heads, scaled_dot_product_attention, split_heads
 from .patching import patchify
 
-__all__ = ["REFERENCE_PARTS", "part_is_right", "reference_parts"]
+__all__ = ["REFERENCE_PARTS", "part_is_right", "reference_parts", "where_run"]
 
 
 def _attention_weights(q: Tensor, k: Tensor) -> Tensor:
@@ -102,3 +109,20 @@ def part_is_right(name: str, fn: Callable[..., Any]) -> bool:
     except CheckFailed:
         return False
     return True
+
+
+def where_run() -> str:
+    """Two lines: the processor, then PyTorch's CPU kernels, threads and version.
+
+    A seeded CPU run repeats to the last digit where all of these are the same; elsewhere the kernels sum in
+    another order (AVX2 or AVX-512 vectors, the matrix libraries' own code per processor), and a long run
+    turns that into a slightly different model. The processor's name is read from ``/proc/cpuinfo`` on
+    Linux (Colab), otherwise it is what ``platform`` knows (e.g. "arm" on an Apple chip).
+    """
+    name = platform.processor() or platform.machine() or "unknown"
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as cpuinfo:
+            name = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), name)
+    threads = torch.get_num_threads()
+    return (f"processor: {name}\nCPU kernels {torch.backends.cpu.get_cpu_capability()}, "
+            f"{threads} thread{'s' * (threads != 1)}, torch {torch.__version__}")
