@@ -179,67 +179,100 @@ PAGES = toc_pages()
 MENU_PAGES = [PAGES[0], *[page for page in PAGES if page.is_notebook][:1]]
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[page.docname for page in PAGES])
+# Pages that another test module opens anyway, with this module's checks run on that load (check_page), so
+# that no page is opened twice: docname -> the test that checks it (test_every_page_is_checked_once keeps this
+# honest). The attention explorer: tests/test_explorer_browser.py loads it at 1280 px for its own tests.
+CHECKED_ELSEWHERE = {
+    "book/explorer": "tests/test_explorer_browser.py::test_the_explorer_passes_every_page_check",
+}
+OWN_PAGES = [page for page in PAGES if page.docname not in CHECKED_ELSEWHERE]
+
+
+def page_entry(docname: str) -> Page:
+    """The table of contents' entry of ``docname`` (for a module that checks a page on its own load)."""
+    return next(page for page in PAGES if page.docname == docname)
+
+
+def test_every_page_is_checked_once() -> None:
+    """Every page of _toc.yml is checked here or, on its own load, by the test CHECKED_ELSEWHERE names, which
+    must exist and call check_page: a page left out here is never left out altogether."""
+    assert set(CHECKED_ELSEWHERE) <= {page.docname for page in PAGES}, "CHECKED_ELSEWHERE names a page not in _toc.yml"
+    for docname, test in CHECKED_ELSEWHERE.items():
+        path, name = test.split("::")
+        source = (ROOT / path).read_text()
+        body = source.split(f"def {name}(", 1)
+        assert len(body) == 2, f"{docname} is to be checked by {test}, which does not exist"
+        assert "check_page(" in body[1].split("\ndef ", 1)[0], f"{test} does not call check_page on {docname}"
+
+
+@pytest.mark.parametrize("page", OWN_PAGES, ids=[page.docname for page in OWN_PAGES])
 def test_page_in_headless_chromium(browser, page: Page) -> None:
     ensure_built()
     context, tab, errors = _open(browser, page)
     try:
-        assert tab.locator("main h1").count() >= 1, f"{page.docname}: no title on the page"
-        assert not errors, f"{page.docname}:\n" + "\n".join(errors)
-
-        images = tab.eval_on_selector_all(
-            "img", "els => els.map(e => ({src: e.currentSrc || e.src, ok: e.complete && e.naturalWidth > 0}))"
-        )
-        external = [img["src"] for img in images if not img["src"].startswith("file://")]
-        broken = [img["src"] for img in images if img["src"].startswith("file://") and not img["ok"]]
-        assert not broken, f"{page.docname}: images that did not load: {broken}"
-        assert not external, f"{page.docname}: external images (offline they are broken): {external}"
-
-        if page.is_notebook:
-            inputs, outputs = _expected_cells(page)
-            assert inputs > 0 and outputs > 0, f"{page.docname}: the notebook has no code or no stored outputs"
-            assert tab.locator("div.cell div.cell_input").count() == inputs, f"{page.docname}: code cells missing"
-            assert tab.locator("div.cell div.cell_output").count() == outputs, f"{page.docname}: outputs missing"
-            expected = colab_url(page.source.relative_to(ROOT).as_posix())
-            # The rocket menu's entry (Bootstrap moves its title into a tooltip, so match the label).
-            launch = tab.locator(".dropdown-launch-buttons a", has_text="Colab")
-            assert launch.count() == 1, f"{page.docname}: no 'Launch on Colab' button"
-            assert launch.get_attribute("href") == expected
-        # Every Colab badge (a chapter's own, or the Assignments page's list) is the local image and
-        # opens a notebook of this repository on Colab; on a chapter page, that chapter.
-        badges = tab.locator(f"a:has(img[src$='{LOCAL_BADGE_IMAGE}'])")
-        targets = {badges.nth(i).get_attribute("href") for i in range(badges.count())}
-        if page.is_notebook:
-            assert targets == {expected}, f"{page.docname}: badge links {targets}, expected {expected}"
-        for url in targets:
-            path = url.removeprefix(colab_url(""))
-            assert path != url and (ROOT / path).is_file(), f"{page.docname}: badge opens {url}: no such notebook"
-        colab_links = tab.locator("article a[href^='https://colab.research.google.com/github/']:has(img)")
-        assert colab_links.count() == badges.count(), f"{page.docname}: a Colab link whose image is not the badge"
-
-        if tab.locator("script[src*='mathjax']").count():  # maths is on the page for MathJax to typeset
-            assert tab.locator(".math").count() > 0, f"{page.docname}: loads MathJax but has no maths"
-        if tab.locator(".math").count():
-            _assert_typeset(tab, page)
-        # The checks below report every failure of the page together, so that one does not hide another.
-        failures: list[str] = []
-        if page.is_notebook or CHAPTER.match(page.docname):
-            failures += _figure_failures(tab, page)
-        failures += _cut_off_failures(tab, page)
-
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        shot = SCREENSHOTS / f"{page.docname.replace('/', '__')}.png"
-        tab.screenshot(path=str(shot), full_page=os.environ.get("VITEDU_SCREENSHOTS") == "full")
-        assert shot.stat().st_size > 10_000, f"{shot} is suspiciously small: was anything rendered?"
-
-        if page in MENU_PAGES:
-            try:
-                _assert_menus_work(tab, page)  # last: it opens and closes the sidebars
-            except AssertionError as error:
-                failures.append(str(error))
-        assert not failures, "\n".join(failures)
+        check_page(tab, page, errors)
     finally:
         context.close()
+
+
+def check_page(tab, page: Page, errors: list[str]) -> None:
+    """Every check of the module docstring on one loaded page (``tab``, at 1280 px); ``errors``: what went wrong
+    while it loaded (console errors, uncaught errors, failed local requests, requests to another host).
+    Leaves the page at 1280 px."""
+    assert tab.locator("main h1").count() >= 1, f"{page.docname}: no title on the page"
+    assert not errors, f"{page.docname}:\n" + "\n".join(errors)
+
+    images = tab.eval_on_selector_all(
+        "img", "els => els.map(e => ({src: e.currentSrc || e.src, ok: e.complete && e.naturalWidth > 0}))"
+    )
+    external = [img["src"] for img in images if not img["src"].startswith("file://")]
+    broken = [img["src"] for img in images if img["src"].startswith("file://") and not img["ok"]]
+    assert not broken, f"{page.docname}: images that did not load: {broken}"
+    assert not external, f"{page.docname}: external images (offline they are broken): {external}"
+
+    if page.is_notebook:
+        inputs, outputs = _expected_cells(page)
+        assert inputs > 0 and outputs > 0, f"{page.docname}: the notebook has no code or no stored outputs"
+        assert tab.locator("div.cell div.cell_input").count() == inputs, f"{page.docname}: code cells missing"
+        assert tab.locator("div.cell div.cell_output").count() == outputs, f"{page.docname}: outputs missing"
+        expected = colab_url(page.source.relative_to(ROOT).as_posix())
+        # The rocket menu's entry (Bootstrap moves its title into a tooltip, so match the label).
+        launch = tab.locator(".dropdown-launch-buttons a", has_text="Colab")
+        assert launch.count() == 1, f"{page.docname}: no 'Launch on Colab' button"
+        assert launch.get_attribute("href") == expected
+    # Every Colab badge (a chapter's own, or the Assignments page's list) is the local image and
+    # opens a notebook of this repository on Colab; on a chapter page, that chapter.
+    badges = tab.locator(f"a:has(img[src$='{LOCAL_BADGE_IMAGE}'])")
+    targets = {badges.nth(i).get_attribute("href") for i in range(badges.count())}
+    if page.is_notebook:
+        assert targets == {expected}, f"{page.docname}: badge links {targets}, expected {expected}"
+    for url in targets:
+        path = url.removeprefix(colab_url(""))
+        assert path != url and (ROOT / path).is_file(), f"{page.docname}: badge opens {url}: no such notebook"
+    colab_links = tab.locator("article a[href^='https://colab.research.google.com/github/']:has(img)")
+    assert colab_links.count() == badges.count(), f"{page.docname}: a Colab link whose image is not the badge"
+
+    if tab.locator("script[src*='mathjax']").count():  # maths is on the page for MathJax to typeset
+        assert tab.locator(".math").count() > 0, f"{page.docname}: loads MathJax but has no maths"
+    if tab.locator(".math").count():
+        _assert_typeset(tab, page)
+    # The checks below report every failure of the page together, so that one does not hide another.
+    failures: list[str] = []
+    if page.is_notebook or CHAPTER.match(page.docname):
+        failures += _figure_failures(tab, page)
+    failures += _cut_off_failures(tab, page)
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / f"{page.docname.replace('/', '__')}.png"
+    tab.screenshot(path=str(shot), full_page=os.environ.get("VITEDU_SCREENSHOTS") == "full")
+    assert shot.stat().st_size > 10_000, f"{shot} is suspiciously small: was anything rendered?"
+
+    if page in MENU_PAGES:
+        try:
+            _assert_menus_work(tab, page)  # last: it opens and closes the sidebars
+        except AssertionError as error:
+            failures.append(str(error))
+    assert not failures, "\n".join(failures)
 
 
 # ------------------------------------------------------------------------------------------ figures

@@ -25,6 +25,7 @@ import math
 import pytest
 import torch
 from book_pages import HTML, ROOT, build_book, headless_chromium
+from test_book_browser import check_page, page_entry
 from tools_loader import load_tool
 
 from vitedu.interpret import attention_rollout
@@ -76,6 +77,8 @@ class Tab:
         self.context.route("**/*", route)
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console error: {m.text}"))
         self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        self.page.on("requestfailed", lambda r: r.url.startswith("file://") and self.errors.append(
+            f"failed to load {r.url}: {r.failure}"))
         self.page.goto(PAGE.as_uri(), wait_until="load")
         self.page.wait_for_selector("figure.ve-map[data-layer]")
 
@@ -95,7 +98,8 @@ def tab(browser):
 def shared_tab(browser):
     """One load of the page at 1280 px, light, shared by the tests that only read it (they click, hover and
     draw nothing): each page load costs 3-4 s on a loaded machine. The tests that change the page get a
-    ``tab`` of their own."""
+    ``tab`` of their own. The last test of the module runs every check of tests/test_book_browser.py on this
+    load, which that module therefore does not open again."""
     opened = Tab(browser)
     yield opened
     assert not opened.errors, "\n".join(opened.errors)
@@ -411,3 +415,13 @@ def test_layout_square_maps_side_by_side(browser, shared_tab, width: int, scheme
     finally:
         if not shared:
             opened.close()
+
+
+# ----------------------------------------------------------------------- the checks of every book page
+
+
+def test_the_explorer_passes_every_page_check(shared_tab) -> None:
+    """tests/test_book_browser.py's checks of every page (no console error or failed request, images, maths,
+    nothing cut off at 1280 or 390 px, the screenshot), on this module's load of the page instead of one of
+    its own (its CHECKED_ELSEWHERE). Last in the module: it resizes the page to a phone's width and back."""
+    check_page(shared_tab.page, page_entry("book/explorer"), shared_tab.errors)
