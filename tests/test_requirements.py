@@ -134,3 +134,15 @@ def test_importing_vitedu_train_in_a_notebook_without_ipywidgets_prints_no_warni
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_nbformat_imports_no_grammar_builder() -> None:
+    """Every test process, nbconvert, nbgrader and the book build import nbformat, and with it jsonschema. From
+    jsonschema 4.24 its format checker imports rfc3987-syntax, which compiles a lark grammar at import: seconds
+    of CPU per process. constraints.txt pins jsonschema to 4.23.0, which does not; this keeps that pin honest."""
+    code = "import sys, nbformat; print(sorted(m for m in ('rfc3987_syntax', 'lark') if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]", (
+        f"importing nbformat loads {loaded}: jsonschema >= 4.24 imports rfc3987-syntax (a lark grammar built at "
+        "import, seconds per process). Install with -c constraints.txt (jsonschema==4.23.0)."
+    )
