@@ -38,7 +38,8 @@ JB_STRICT   := -W -n --keep-going
 .DEFAULT_GOAL := help
 
 help:
-	@echo "make book         build the book into _build/html (strict: any warning fails); installs only what the book needs"
+	@echo "make book         build the book into _build/html (strict: any warning fails) when a source changed;"
+	@echo "                  installs only what the book needs"
 	@echo "make test         ruff + the book + pytest (2 processes): the tests, the notebooks (nbval), the rendered book;"
 	@echo "                  under CI=true also the course cycle and check-newest"
 	@echo "make course       nbgrader's course cycle: planted-mistake submissions autograded (CI runs it)"
@@ -77,10 +78,21 @@ $(VENV)/.book-installed: requirements-book.txt constraints.txt pyproject.toml
 	$(call install,-r requirements-book.txt -e .)
 	touch $@
 
-# A clean build every time (no stale pages of removed chapters): it renders stored outputs, so it is quick.
-book: book-venv
+# What the book is built from: the two configuration files, the pages, the notebooks' stored outputs, the package
+# (the API reference imports it) and the pinned tools. When any of them is newer than the last build, the book is
+# built again from scratch (no stale pages of removed chapters); otherwise make book, and make test after it, have
+# nothing to do (make clean book rebuilds anyway). A failed build leaves no stamp, so the next make builds again.
+BOOK_SOURCES := _config.yml _toc.yml $(shell find book notebooks vitedu -type f -not -path '*/__pycache__/*' \
+                -not -path '*/.ipynb_checkpoints/*' 2>/dev/null)
+BOOK_STAMP   := _build/html/.built
+
+book: $(BOOK_STAMP)
+
+# The environment is an order-only prerequisite (make test's full install touches its stamp); the pins count.
+$(BOOK_STAMP): $(BOOK_SOURCES) requirements-book.txt constraints.txt | book-venv
 	rm -rf _build/.doctrees _build/html
 	$(BIN)/jupyter-book build . $(JB_STRICT)
+	touch $@
 
 lint: venv
 	$(BIN)/ruff check .
