@@ -35,6 +35,10 @@ collect_ignore = ["notebooks/assignments/release", "_build"]
 @pytest.hookimpl(trylast=True)  # after nbval's own pytest_configure has resolved its deprecated aliases
 def pytest_configure(config: pytest.Config) -> None:
     option = config.option
+    # pytest-xdist's loadscope would reorder the scopes by their number of tests (a notebook of 30 quick cells
+    # before a browser test of 20 slow pages); keep the order of pytest_collection_modifyitems below instead.
+    if hasattr(option, "loadscopereorder"):
+        option.loadscopereorder = False
     if not (getattr(option, "nbval", False) or getattr(option, "nbval_lax", False)):
         return
     if option.nbval_sanitize_with is None:
@@ -46,3 +50,25 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // workers))
     if int(option.nbval_kernel_startup_timeout) == 60:  # nbval's default, not given on the command line
         option.nbval_kernel_startup_timeout = 300
+
+
+def _rank(item: pytest.Item) -> int:
+    """0: the rendered-book tests (Chromium opens every page); 1: the notebooks and the modules with slow tests;
+    2: the rest (many short tests)."""
+    if item.get_closest_marker("book"):
+        return 0
+    if item.path.suffix == ".ipynb" or item.get_closest_marker("slow"):
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The long scopes (a test module, a notebook) run first, so that under pytest-xdist (`make test`: two
+    processes, --dist loadscope) both processes end on short test files together, rather than one running a
+    long notebook alone at the end. A scope keeps its items in their order (a notebook's cells, above all)."""
+    scope_rank: dict[str, int] = {}
+    for item in items:
+        scope = item.nodeid.split("::", 1)[0]
+        scope_rank[scope] = min(scope_rank.get(scope, 2), _rank(item))
+    items.sort(key=lambda item: scope_rank[item.nodeid.split("::", 1)[0]])  # stable: order within a rank kept
+
