@@ -11,7 +11,8 @@ every epoch, so a job stopped here resumes from its checkpoint when started agai
 Jobs are listed by priority, highest first. Every --poll seconds (10) the script counts each job's logged
 epochs; from the last minute's rate it projects whether the high-priority jobs (the first --core jobs) will
 finish before the deadline, and if not it stops the lowest-priority job still running, at most once a minute,
-so the others get its share of the GPU. At the deadline it stops what is left. Then it packs into --pack-dir:
+so the others get its share of the GPU. At the deadline it stops what is left (Ctrl-C, or SIGTERM, does the same
+at once). Then it packs into --pack-dir:
 results.tgz (the JSON lines, the per-epoch logs, the final weights) and, for the stopped jobs, their checkpoints
 as ckpt.tar.part-* pieces of 15 MB (``cat ckpt.tar.part-* | tar xf -`` to resume them elsewhere).
 
@@ -107,20 +108,39 @@ def main() -> None:
         except ProcessLookupError:
             pass
 
+    interrupted = []  # Ctrl-C or SIGTERM: the deadline is now
+
+    def interrupt(signum, frame):
+        interrupted.append(signum)
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+
+    def alive(job):  # a process of the job's group is still there (the job's own one is reaped by poll)
+        procs[job].poll()
+        try:
+            os.killpg(procs[job].pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
     start, history, stopped, last_stop = time.time(), [], [], 0.0
     while True:
-        time.sleep(args.poll)
+        if not interrupted:
+            time.sleep(args.poll)
         now = time.time() - start
+        if interrupted:
+            print(f"interrupted at {now:.0f} s: stopping every job", flush=True)
         running = [j for j in procs if procs[j].poll() is None and j not in stopped]
         pending = [j for j in jobs if j not in procs]
-        while pending and len(running) < parallel and now <= args.deadline:  # a slot is free: the next job
+        while pending and len(running) < parallel and now <= args.deadline and not interrupted:  # a free slot
             launch(pending[0])
             running.append(pending.pop(0))
         done = {j: epochs_logged(args.save_dir, j) for j in jobs}
         history.append((now, done))
         print(f"{now:5.0f} s, {len(running)} running: " + " ".join(f"{j[0]}:{j[1]}={done[j]}" for j in jobs),
               flush=True)
-        if not running or now > args.deadline:
+        if not running or now > args.deadline or interrupted:
             break
         earlier = [h for h in history if h[0] <= now - 60]
         if earlier and now - last_stop > 60 and len(running) > 1 and not pending:
@@ -140,7 +160,9 @@ def main() -> None:
         if procs[job].poll() is None:
             stop(job)
             stopped.append(job)
-    time.sleep(3)
+    gone = time.time() + 3  # let the stopped jobs' processes exit (at most 3 s), so that their files are whole
+    while time.time() < gone and any(alive(job) for job in stopped):
+        time.sleep(0.05)
     with tarfile.open(f"{args.pack_dir}/results.tgz", "w:gz") as tar:
         for pattern in ("*.jsonl", "*.log", "*.txt", "*.safetensors"):
             for path in glob.glob(f"{args.save_dir}/{pattern}"):
