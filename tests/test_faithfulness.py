@@ -127,3 +127,53 @@ def test_explicit_points_must_start_at_0_end_at_all_patches_and_increase(kept):
 def test_curve_area_refuses_points_that_do_not_match_the_curve():
     with pytest.raises(ValueError, match="pass the same kept"):
         curve_area(torch.ones(2, 5), kept=(0, 2, 4))
+
+
+class Counting(nn.Module):
+    """Wraps a model and counts the images it is shown."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model, self.seen = model, 0
+
+    def forward(self, x):
+        self.seen += len(x)
+        return self.model(x)
+
+
+def test_several_rankings_at_once_give_each_ranking_s_own_curves():
+    torch.manual_seed(2)
+    model, images = PatchSum(which=2), torch.rand(3, 1, 4, 4)
+    labels, scores = torch.zeros(3, dtype=torch.long), torch.rand(4, 3, 4)  # 4 rankings of 3 images
+    deleted, inserted = deletion_insertion_curves(model, images, labels, scores, 2, fill=0.0, kept=(0, 1, 3, 4))
+    assert deleted.shape == inserted.shape == (4, 3, 4)
+    for ranking in range(4):
+        alone = deletion_insertion_curves(model, images, labels, scores[ranking], 2, fill=0.0, kept=(0, 1, 3, 4))
+        torch.testing.assert_close(deleted[ranking], alone[0], rtol=0, atol=0)
+        torch.testing.assert_close(inserted[ranking], alone[1], rtol=0, atol=0)
+
+
+def test_each_distinct_canvas_goes_through_the_model_once():
+    torch.manual_seed(3)
+    images, labels = torch.rand(3, 1, 4, 4), torch.zeros(3, dtype=torch.long)
+    # One ranking, 5 points, 2 curves: 10 canvases per image, but the intact image (deletion's first point,
+    # insertion's last) and the blank canvas (deletion's last, insertion's first) are one canvas each: 8.
+    model = Counting(PatchSum(which=2))
+    deletion_insertion_curves(model, images, labels, torch.rand(3, 4), 2, fill=-0.5)
+    assert model.seen == 3 * 8
+    # Patch 0 is background (every pixel at fill): blanking or keeping it gives the same canvas, so 4 rankings
+    # of 3 patches that can differ show each image in at most 2**3 ways, not 4 * 10.
+    images[:, :, :2, :2] = -0.5
+    scores = torch.rand(4, 3, 4)
+    model = Counting(PatchSum(which=2))
+    shared = deletion_insertion_curves(model, images, labels, scores, 2, fill=-0.5)
+    assert model.seen <= 3 * 2**3
+    plain = PatchSum(which=2)
+    for ranking in range(4):  # the same curves as computed canvas by canvas
+        order = scores[ranking].argsort(dim=1, descending=True, stable=True)
+        for k in range(5):
+            mask = patch_mask(order, k, (2, 2), 2)
+            deleted = torch.softmax(plain(images * (1 - mask) - 0.5 * mask), -1)[:, 0]
+            inserted = torch.softmax(plain(images * mask - 0.5 * (1 - mask)), -1)[:, 0]
+            torch.testing.assert_close(shared[0][ranking, :, k], deleted)
+            torch.testing.assert_close(shared[1][ranking, :, k], inserted)
