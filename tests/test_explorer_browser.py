@@ -25,7 +25,7 @@ import math
 import pytest
 import torch
 from book_pages import HTML, ROOT, build_book, headless_chromium
-from test_book_browser import check_page, page_entry
+from test_book_browser import CHROMIUM_FLAGS, check_page, page_entry
 from tools_loader import load_tool
 
 from vitedu.interpret import attention_rollout
@@ -55,16 +55,19 @@ def browser():
     if _stale():
         build_book()
     assert not _stale(), f"the build did not bring {PAGE} up to date"
-    with headless_chromium(["--headless", "--no-sandbox", "--disable-gpu"]) as chromium:
+    with headless_chromium(CHROMIUM_FLAGS) as chromium:
         yield chromium
 
 
 class Tab:
-    """One offline page load; ``errors`` collects console errors, uncaught errors and non-file requests."""
+    """A browser tab on the explorer page, offline; ``errors`` collects console errors, uncaught errors, failed
+    local requests and requests to another host. ``load()`` opens the page afresh (a new document, nothing
+    drawn, clicked or chosen yet) at a width and colour scheme, in this same tab: Chromium keeps its renderer and
+    compiled scripts, so a load costs about 2 s of CPU here instead of 3.5 s in a new context."""
 
-    def __init__(self, browser, width: int = WIDE, scheme: str = "light", **options) -> None:
-        self.context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme, **options)
-        self.page = self.context.new_page()
+    def __init__(self, context, load: bool = True) -> None:
+        self.context = context
+        self.page = context.new_page()
         self.errors: list[str] = []
 
         def route(request_route) -> None:
@@ -74,33 +77,57 @@ class Tab:
                 self.errors.append(f"request to another host: {request_route.request.url}")
                 request_route.abort()
 
-        self.context.route("**/*", route)
+        self.page.route("**/*", route)
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console error: {m.text}"))
         self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
         self.page.on("requestfailed", lambda r: r.url.startswith("file://") and self.errors.append(
             f"failed to load {r.url}: {r.failure}"))
+        if load:
+            self.load()
+
+    def load(self, width: int = WIDE, scheme: str = "light") -> Tab:
+        if self.page.viewport_size != {"width": width, "height": 900}:
+            self.page.set_viewport_size({"width": width, "height": 900})
+        self.page.emulate_media(color_scheme=scheme)
+        self.errors.clear()
         self.page.goto(PAGE.as_uri(), wait_until="load")
         self.page.wait_for_selector("figure.ve-map[data-layer]")
+        return self
 
     def close(self) -> None:
-        self.context.close()
+        self.page.close()
 
 
-@pytest.fixture()
-def tab(browser):
-    opened = Tab(browser)
+@pytest.fixture(scope="module")
+def context(browser):
+    """The module's browser context (1280 px, light): its tabs share Chromium's renderer and compiled scripts."""
+    opened = browser.new_context(viewport={"width": WIDE, "height": 900}, color_scheme="light")
     yield opened
-    assert not opened.errors, "\n".join(opened.errors)
     opened.close()
 
 
 @pytest.fixture(scope="module")
-def shared_tab(browser):
+def scratch(context):
+    """The tab in which the tests that change the page (click, hover, draw, resize) each load it afresh."""
+    opened = Tab(context, load=False)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture()
+def tab(scratch):
+    """A fresh load of the page at 1280 px, light, for one test that changes it."""
+    yield scratch.load()
+    assert not scratch.errors, "\n".join(scratch.errors)
+
+
+@pytest.fixture(scope="module")
+def shared_tab(context):
     """One load of the page at 1280 px, light, shared by the tests that only read it (they click, hover and
-    draw nothing): each page load costs 3-4 s on a loaded machine. The tests that change the page get a
-    ``tab`` of their own. The last test of the module runs every check of tests/test_book_browser.py on this
-    load, which that module therefore does not open again."""
-    opened = Tab(browser)
+    draw nothing): each page load costs 2-4 s on a loaded machine. The tests that change the page get a
+    fresh load in a ``tab`` of their own. The last test of the module runs every check of
+    tests/test_book_browser.py on this load, which that module therefore does not open again."""
+    opened = Tab(context)
     yield opened
     assert not opened.errors, "\n".join(opened.errors)
     opened.close()
@@ -253,7 +280,8 @@ def test_drawing_on_draw_digit_changes_draw_prediction(tab, models) -> None:
 def test_a_finger_draws_too(browser) -> None:
     # a phone: touch events (as Chromium's DevTools protocol sends a real finger's), which the page
     # receives as pointer events; the page must not scroll while the finger draws
-    opened = Tab(browser, width=PHONE, has_touch=True, is_mobile=True)
+    phone = browser.new_context(viewport={"width": PHONE, "height": 900}, has_touch=True, is_mobile=True)
+    opened = Tab(phone, load=False).load(width=PHONE)
     page = opened.page
     try:
         pad = page.locator("#draw-digit")
@@ -275,7 +303,7 @@ def test_a_finger_draws_too(browser) -> None:
         assert page.evaluate("window.scrollY") == scrolled, "the page scrolled under the finger"
         assert not opened.errors, "\n".join(opened.errors)
     finally:
-        opened.close()
+        phone.close()
 
 
 def test_a_drawing_can_be_explored_in_the_maps(tab) -> None:
@@ -390,31 +418,27 @@ def test_one_shared_scale_and_honest_labels(tab, data) -> None:
 
 @pytest.mark.parametrize("width", [WIDE, PHONE])
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_layout_square_maps_side_by_side(browser, shared_tab, width: int, scheme: str) -> None:
+def test_layout_square_maps_side_by_side(shared_tab, scratch, width: int, scheme: str) -> None:
     shared = (width, scheme) == (WIDE, "light")  # shared_tab is that load (only read by the tests before)
-    opened = shared_tab if shared else Tab(browser, width=width, scheme=scheme)
+    opened = shared_tab if shared else scratch.load(width=width, scheme=scheme)
     page = opened.page
-    try:
-        if scheme == "dark":  # the theme follows the system's scheme unless the reader chose one
-            assert page.evaluate("document.documentElement.dataset.theme") == "dark"
-        panels = [page.locator(f".ve-panel[data-model='{m}']").bounding_box() for m in ("trained", "untrained")]
-        assert abs(panels[0]["y"] - panels[1]["y"]) < 2, "trained and untrained side by side"
-        assert panels[0]["x"] + panels[0]["width"] <= panels[1]["x"] and panels[1]["x"] + panels[1]["width"] <= width
-        boxes = page.locator("figure.ve-map canvas").evaluate_all(
-            "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })")
-        assert all(abs(w - h) <= 1 and w >= 36 for w, h in boxes), boxes[:4]
-        pad = page.locator("#draw-digit").bounding_box()
-        assert abs(pad["width"] - pad["height"]) <= 1 and pad["width"] >= min(256, width - 60)
-        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
-        # text is legible on the theme's background: the readout is dark on light, light on dark
-        luminance = page.evaluate("""() => {
-            const c = getComputedStyle(document.querySelector('.ve-readout')).color.match(/\\d+/g).map(Number);
-            return (0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]) / 255; }""")
-        assert (luminance > 0.6) if scheme == "dark" else (luminance < 0.4)
-        assert not opened.errors, "\n".join(opened.errors)
-    finally:
-        if not shared:
-            opened.close()
+    if scheme == "dark":  # the theme follows the system's scheme unless the reader chose one
+        assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    panels = [page.locator(f".ve-panel[data-model='{m}']").bounding_box() for m in ("trained", "untrained")]
+    assert abs(panels[0]["y"] - panels[1]["y"]) < 2, "trained and untrained side by side"
+    assert panels[0]["x"] + panels[0]["width"] <= panels[1]["x"] and panels[1]["x"] + panels[1]["width"] <= width
+    boxes = page.locator("figure.ve-map canvas").evaluate_all(
+        "els => els.map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height]; })")
+    assert all(abs(w - h) <= 1 and w >= 36 for w, h in boxes), boxes[:4]
+    pad = page.locator("#draw-digit").bounding_box()
+    assert abs(pad["width"] - pad["height"]) <= 1 and pad["width"] >= min(256, width - 60)
+    assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+    # text is legible on the theme's background: the readout is dark on light, light on dark
+    luminance = page.evaluate("""() => {
+        const c = getComputedStyle(document.querySelector('.ve-readout')).color.match(/\\d+/g).map(Number);
+        return (0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]) / 255; }""")
+    assert (luminance > 0.6) if scheme == "dark" else (luminance < 0.4)
+    assert not opened.errors, "\n".join(opened.errors)
 
 
 # ----------------------------------------------------------------------- the checks of every book page
