@@ -307,7 +307,7 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, m
     spec = importlib.util.spec_from_file_location("sweep_cluttered", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
-    monkeypatch.setattr(sweep, "VAL_MORE", 1_000)  # the scores' canvases: fewer here, the same code
+    monkeypatch.setattr(sweep, "VAL_MORE", 500)  # the scores' canvases: fewer here (one batch), the same code
     monkeypatch.setattr(sweep, "OFFSET_IMAGES", 50)  # 16 offsets: 800 canvases a model (was 200 each)
     monkeypatch.setitem(C.CLUTTERED_SIZES, "train", 1_000)  # the tiny run's canvases an epoch
     preset = T.PRESETS["cluttered_digits_grid"]  # the preset the sweep ran against
