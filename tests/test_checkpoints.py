@@ -34,6 +34,19 @@ def one_epoch_run(tmp_path_factory):
     return result, out
 
 
+@pytest.fixture(scope="module")
+def tiny_runs(tmp_path_factory):
+    """TINY trained once without checkpoints ("plain") and once checkpointing every epoch into a folder ("full"),
+    for the tests that compare other runs with them (each made once instead of in every such test)."""
+    out = tmp_path_factory.mktemp("tiny_full")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    plain = T.fit(TINY, progress=False, log=quiet, device="cpu")
+    full = T.fit(TINY, out=out, progress=False, log=quiet, device="cpu")
+    torch.set_num_threads(threads)
+    return {"plain": plain, "full": full}
+
+
 def test_checkpoint_roundtrip_gives_identical_predictions(one_epoch_run):
     result, out = one_epoch_run
     model, config = T.load_trained(out)
@@ -61,8 +74,8 @@ def test_loading_never_unpickles(one_epoch_run, monkeypatch):
     T.load_trained(out)
 
 
-def test_resume_matches_uninterrupted_run(tmp_path):
-    full = T.fit(TINY, out=tmp_path / "full", progress=False, log=quiet, device="cpu")
+def test_resume_matches_uninterrupted_run(tiny_runs, tmp_path):
+    full = tiny_runs["full"]
     T.fit(TINY, out=tmp_path / "split", stop_after=1, progress=False, log=quiet, device="cpu")
     half = json.loads((tmp_path / "split" / T.STATE_FILE).read_text())
     assert half["epoch"] == 1
@@ -73,12 +86,12 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert resumed.test_acc == full.test_acc
 
 
-def test_checkpointing_every_epoch_leaves_the_run_bit_identical(tmp_path):
+def test_checkpointing_every_epoch_leaves_the_run_bit_identical(tiny_runs, tmp_path):
     """benchmarks/README.md: on a CPU, `make weights` (vitedu.train's CLI, no checkpoints) and the sweep's path
     (tools/sweep_cluttered.py: a checkpoint every epoch, resume=True) train the same weights. Saving changes neither
     the model nor the optimizer, and every epoch seeds its own random numbers, so a run with checkpoints is the run
     without them, bit for bit."""
-    plain = T.fit(TINY, progress=False, log=quiet, device="cpu")
+    plain = tiny_runs["plain"]
     saved = T.fit(TINY, out=tmp_path / "run", resume=True, progress=False, log=quiet, device="cpu")
     assert (tmp_path / "run" / T.STATE_FILE).exists()  # it did checkpoint
     assert saved.history.train_loss == plain.history.train_loss
@@ -87,7 +100,7 @@ def test_checkpointing_every_epoch_leaves_the_run_bit_identical(tmp_path):
 
 
 @pytest.mark.integration
-def test_teacher_distillation_run_resumes_with_the_same_teacher(tmp_path):
+def test_teacher_distillation_run_resumes_with_the_same_teacher(tiny_runs, tmp_path):
     config = replace(TINY, teacher_epochs=1, distill_alpha=0.5)
     full = T.fit(config, out=tmp_path / "full", progress=False, log=quiet, device="cpu")
     assert isinstance(full.teacher, T.ConvTeacher) and (tmp_path / "full" / T.TEACHER_FILE).exists()
@@ -97,7 +110,7 @@ def test_teacher_distillation_run_resumes_with_the_same_teacher(tmp_path):
         assert torch.equal(a, b)
     for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()):
         assert torch.equal(a, b)
-    plain = T.fit(TINY, progress=False, log=quiet, device="cpu")  # the teacher changes the student
+    plain = tiny_runs["plain"]  # the teacher changes the student
     assert not torch.equal(plain.model.head.weight, full.model.head.weight)
 
 
