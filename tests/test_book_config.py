@@ -264,19 +264,17 @@ def pytest_collection_finish(session):
 
 
 @pytest.mark.slow
-def test_plain_pytest_nbval_from_root_checks_every_notebook_with_the_sanitiser(tmp_path: Path) -> None:
+def test_plain_pytest_nbval_from_root_checks_every_notebook_with_the_sanitiser(tmp_path: Path, monkeypatch) -> None:
     import json
-    import os
-    import subprocess
 
     (tmp_path / "report_nbval_options.py").write_text(NBVAL_OPTIONS_PLUGIN)
-    env = dict(os.environ, NBVAL_OPTIONS_OUT=str(tmp_path / "options.json"))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), str(ROOT), os.environ.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "pytest", "--nbval", "--collect-only", "-q",
-               "-p", "no:cacheprovider", "-p", "report_nbval_options"]
-    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
-    log = result.stdout[-3000:] + result.stderr[-3000:]
-    assert result.returncode == 0, f"`pytest --nbval --collect-only` failed:\n{log}"
+    monkeypatch.setenv("NBVAL_OPTIONS_OUT", str(tmp_path / "options.json"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(ROOT)
+    # In this process (pytest.main, a session of its own, from the root): a second Python would import torch
+    # again for tests/conftest.py, and pytest, nbval and their plugins (about 4 s of CPU).
+    code = pytest.main(["--nbval", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "report_nbval_options"])
+    assert code == pytest.ExitCode.OK, f"`pytest --nbval --collect-only` failed: {code!r} (its output is above)"
     report = json.loads((tmp_path / "options.json").read_text())
 
     collected = {nodeid.split("::")[0] for nodeid in report["nodeids"]}
