@@ -26,7 +26,7 @@ import math
 import pytest
 import torch
 from book_pages import HTML, ROOT, build_book, headless_chromium
-from test_book_browser import CHROMIUM_FLAGS, check_page, page_entry
+from test_book_browser import CHROMIUM_FLAGS, NOT_LOCAL, check_page, page_entry
 from tools_loader import load_tool
 
 from vitedu.interpret import attention_rollout
@@ -78,7 +78,7 @@ class Tab:
                 self.errors.append(f"request to another host: {request_route.request.url}")
                 request_route.abort()
 
-        self.page.route("**/*", route)
+        self.page.route(NOT_LOCAL, route)  # matched in Playwright's driver: file:// requests never reach Python
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console error: {m.text}"))
         self.page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
         self.page.on("requestfailed", lambda r: r.url.startswith("file://") and self.errors.append(
@@ -88,6 +88,7 @@ class Tab:
 
     def load(self, width: int = WIDE, scheme: str = "light") -> Tab:
         if self.page.viewport_size != {"width": width, "height": 900}:
+            self.page.goto("about:blank")  # resizing the last load would redraw its maps, for nothing
             self.page.set_viewport_size({"width": width, "height": 900})
         self.page.emulate_media(color_scheme=scheme)
         self.errors.clear()
@@ -124,9 +125,10 @@ def tab(scratch):
 
 @pytest.fixture(scope="module")
 def shared_tab(context):
-    """One load of the page at 1280 px, light, shared by the tests that only read it (they click, hover and
-    draw nothing): each page load costs 2-4 s on a loaded machine. The tests that change the page get a
-    fresh load in a ``tab`` of their own. The last test of the module runs every check of
+    """One load of the page at 1280 px, light, shared by the tests that only read it (they draw nothing and
+    choose no canvas) or leave it as they found it (a hover that ends off the maps, the [CLS] button pressed
+    twice, which they assert): each page load costs 2-4 s on a loaded machine. The tests that change the page
+    get a fresh load in a ``tab`` of their own. The last test of the module runs every check of
     tests/test_book_browser.py on this load, which that module therefore does not open again."""
     opened = Tab(context)
     yield opened
@@ -333,8 +335,8 @@ def _expected_weight(models, data, canvas: int, model: str, layer: int, head: in
     return float(maps[layer, head, query, key])
 
 
-def test_hover_shows_a_patchs_weight(tab, data, models) -> None:
-    page = tab.page
+def test_hover_shows_a_patchs_weight(quiet_tab, data, models) -> None:
+    page = quiet_tab.page
     query = int(page.locator(".ve-readout").get_attribute("data-query"))
     for model, layer, head, (row, col) in [("trained", 3, 1, (2, 5)), ("untrained", 0, 2, (6, 1))]:
         canvas = page.locator(f"figure.ve-map[data-model='{model}'][data-layer='{layer}'][data-head='{head}'] canvas")
@@ -349,8 +351,8 @@ def test_hover_shows_a_patchs_weight(tab, data, models) -> None:
         assert not tip.is_visible()
 
 
-def test_cls_button_has_a_pressed_state_and_the_captions_show_cls_weights(tab, data, models) -> None:
-    page = tab.page
+def test_cls_button_has_a_pressed_state_and_the_captions_show_cls_weights(quiet_tab, data, models) -> None:
+    page = quiet_tab.page
     button = page.locator("button.ve-cls")
     assert button.get_attribute("aria-pressed") == "false"
     patch = int(page.locator(".ve-readout").get_attribute("data-query"))
@@ -454,5 +456,5 @@ def test_layout_square_maps_side_by_side(shared_tab, scratch, width: int, scheme
 def test_the_explorer_passes_every_page_check(shared_tab) -> None:
     """tests/test_book_browser.py's checks of every page (no console error or failed request, images, maths,
     nothing cut off at 1280 or 390 px, the screenshot), on this module's load of the page instead of one of
-    its own (its CHECKED_ELSEWHERE). Last in the module: it resizes the page to a phone's width and back."""
+    its own (its CHECKED_ELSEWHERE). Last in the module: it leaves the page at a phone's width."""
     check_page(shared_tab.page, page_entry("book/explorer"), shared_tab.errors)
