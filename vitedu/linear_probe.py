@@ -24,18 +24,25 @@ PROBE_WEIGHT_DECAYS = (0.0, 1e-4, 1e-3, 1e-2, 1e-1)  # the L2 penalties the prob
 
 
 @torch.no_grad()
-def features(encoder: nn.Module, images: Tensor, pool: str) -> Tensor:
-    """Frozen features: (N, 1, 32, 32) -> (N, embed_dim), [CLS] ("cls") or the mean of the patch tokens ("mean"),
-    both after the encoder's final norm."""
-    if pool not in POOLS:
-        raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
+def pooled_features(encoder: nn.Module, images: Tensor, pools: tuple[str, ...] = POOLS) -> dict[str, Tensor]:
+    """Frozen features, one encoder pass for every pooling asked: (N, 1, 32, 32) -> {pool: (N, embed_dim)},
+    [CLS] ("cls") or the mean of the patch tokens ("mean"), both after the encoder's final norm."""
+    unknown = [pool for pool in pools if pool not in POOLS]
+    if unknown:
+        raise ValueError(f"pool must be one of {POOLS}, got {unknown[0]!r}")
     encoder.eval()
     device = next(encoder.parameters()).device
-    out = []
+    out: dict[str, list[Tensor]] = {pool: [] for pool in pools}
     for i in range(0, len(images), 500):
         tokens = encoder.forward_features(images[i:i + 500].to(device))  # (batch, 1 + patches, dim)
-        out.append((tokens[:, 0] if pool == "cls" else tokens[:, 1:].mean(1)).cpu())
-    return torch.cat(out)
+        for pool in pools:
+            out[pool].append((tokens[:, 0] if pool == "cls" else tokens[:, 1:].mean(1)).cpu())
+    return {pool: torch.cat(parts) for pool, parts in out.items()}
+
+
+def features(encoder: nn.Module, images: Tensor, pool: str) -> Tensor:
+    """Frozen features of one pooling: (N, 1, 32, 32) -> (N, embed_dim) (see ``pooled_features``)."""
+    return pooled_features(encoder, images, (pool,))[pool]
 
 
 def fit_logistic(x: Tensor, y: Tensor, weight_decay: float, num_classes: int = 10) -> nn.Linear:
@@ -90,9 +97,9 @@ def linear_probe(encoder: nn.Module, n_labelled: int, seed: int,
     data = probe_data(n_labelled, seed) if data is None else data
     (x_train, y_train), (x_val, y_val) = data["train"], data["val"]
     grid, best = {}, None
+    f_train, f_val = pooled_features(encoder, x_train), pooled_features(encoder, x_val)  # one pass each
     for pool in POOLS:
-        f_train, f_val = features(encoder, x_train, pool), features(encoder, x_val, pool)
-        for wd, acc, head, mean, std in probe_each_l2(f_train, y_train, f_val, y_val):
+        for wd, acc, head, mean, std in probe_each_l2(f_train[pool], y_train, f_val[pool], y_val):
             grid[f"{pool}/{wd:g}"] = round(acc, 4)
             if best is None or acc > best[0]:  # the first of equal scores is kept
                 best = (acc, pool, wd, head, mean, std)
@@ -106,4 +113,5 @@ def linear_probe(encoder: nn.Module, n_labelled: int, seed: int,
     return chosen | {"test_acc": round(test_acc, 4)}
 
 
-__all__ = ["POOLS", "PROBE_WEIGHT_DECAYS", "features", "fit_logistic", "linear_probe", "probe_data", "probe_each_l2"]
+__all__ = ["POOLS", "PROBE_WEIGHT_DECAYS", "features", "fit_logistic", "linear_probe", "pooled_features", "probe_data",
+           "probe_each_l2"]
