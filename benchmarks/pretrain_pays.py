@@ -32,6 +32,7 @@ and scored once on the 2,000 test canvases with the digit anywhere, and its numb
 from __future__ import annotations
 
 import argparse
+import collections
 import functools
 import json
 import re
@@ -322,6 +323,7 @@ def summarise(records: list[dict], device: str = "cpu") -> dict:
         "test_scores": scores or None,
         "bag_of_patches": bag_of_patches(),
         "runs": len(records),
+        "devices": dict(collections.Counter(r.get("device", "cpu") for r in records)),
     }
 
 
