@@ -202,6 +202,45 @@ def test_grid_epochs_put_the_digit_on_the_patch_grid_first_then_anywhere():
     assert not torch.equal(batches(2, **curriculum), batches(2, position_step=C.GRID_STEP))
 
 
+def test_a_window_holds_the_digit_at_a_random_place_and_refuses_to_cut_it():
+    """window_patches: a square block of patches, row-major, that contains every pixel of the digit's ink box,
+    placed anywhere it fits (not always with the digit in the middle)."""
+    _, _, boxes = C.load_cluttered_digits("val", num_images=400, position_step=1)
+    g = torch.Generator().manual_seed(0)
+    for window in (3, 4, 8):
+        keep = C.window_patches(boxes, window, 8, 4, g)  # (400, window^2)
+        assert keep.shape == (400, window * window) and keep.dtype == torch.int64
+        rows, cols = keep // 8, keep % 8
+        top, left = rows[:, :1], cols[:, :1]
+        offsets = torch.arange(window * window)
+        assert torch.equal(rows - top, (offsets // window).expand_as(rows))  # a square block, row by row
+        assert torch.equal(cols - left, (offsets % window).expand_as(cols))
+        assert int(rows.max()) < 8 and int(cols.max()) < 8
+        ink_top, ink_left = boxes[:, :1] // 4, boxes[:, 1:2] // 4  # patches of the box's first and last pixels
+        ink_bottom, ink_right = (boxes[:, :1] + boxes[:, 2:3] - 1) // 4, (boxes[:, 1:2] + boxes[:, 3:] - 1) // 4
+        assert bool(((top <= ink_top) & (ink_bottom < top + window)).all())
+        assert bool(((left <= ink_left) & (ink_right < left + window)).all())
+        if window < 8:  # several placements hold the same digit: they are all used
+            assert len(torch.unique(top[boxes[:, 0] == 12])) > 1
+    wide = torch.tensor([[2, 2, 8, 8]])  # an 8-pixel box from pixel 2 spans patches 0-2: three of them
+    with pytest.raises(ValueError, match="must hold every digit's ink.*spans 3 patches.*from 3 to 8"):
+        C.window_patches(wide, 2, 8, 4, g)
+
+
+def test_window_epochs_add_the_window_and_leave_the_canvases_as_they_were():
+    digits, labels = D.load_digits()["train"]
+
+    def epoch(e: int, **kwargs) -> list:
+        loader = C.ClutteredLoader(digits, labels, 64, 32, seed=3, position_step=1, **kwargs)
+        loader.set_epoch(e)
+        return list(loader)
+
+    windowed, plain = epoch(0, window=4, window_epochs=1), epoch(0)
+    assert all(len(batch) == 3 and batch[2].shape == (32, 16) for batch in windowed)
+    assert all(torch.equal(w[0], p[0]) and torch.equal(w[1], p[1]) for w, p in zip(windowed, plain))
+    assert all(len(batch) == 2 for batch in epoch(1, window=4, window_epochs=1))  # after the window epochs
+
+
 # ------------------------------------------------------------------ behaviours found by mutation testing
 def _two_digit_pool(cell: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """Two fully inked digits told apart by their ink: label 0 is 1.0 everywhere, label 1 is 0.5."""

@@ -79,6 +79,8 @@ BAD = [
     ("distill_temperature", -4.0, "a finite number >= 0"),
     ("position_step", 0, "a whole number >= 1"),
     ("grid_epochs", -1, "a whole number >= 0"),
+    ("window_tokens", 2, r"0 \(the whole canvas\) or a window side of at least 3 patches"),
+    ("window_epochs", -1, "a whole number >= 0"),
     ("train_on_val", "yes", "True or False"),
     ("train_fraction", 0.0, r"in \(0, 1\]"),
     ("train_fraction", 1.5, r"in \(0, 1\]"),
@@ -104,6 +106,20 @@ def test_every_problem_is_named_at_once_and_contradictions_too(tmp_path):
     assert K.TrainConfig(teacher_path=str(teacher)).teacher_path == str(teacher)  # a file that is there: fine
     with pytest.raises(K.ConfigError, match="teacher_epochs and teacher_path must not both be set"):
         K.TrainConfig(teacher_epochs=3, teacher_path=str(teacher))
+
+
+def test_a_window_needs_its_epochs_and_the_cluttered_digits():
+    cluttered = K.PRESETS["speedrun"]
+    assert dataclasses.replace(cluttered, window_tokens=4, window_epochs=10).window_tokens == 4
+    for fields in ({"window_tokens": 4}, {"window_epochs": 10}):
+        with pytest.raises(K.ConfigError, match="window_tokens and window_epochs go together"):
+            dataclasses.replace(cluttered, **fields)
+    with pytest.raises(K.ConfigError, match="only with dataset 'cluttered_digits'.*dataset='digits'"):
+        dataclasses.replace(K.PRESETS["digits"], window_tokens=4, window_epochs=10)
+    convit = dataclasses.replace(cluttered, model="convit_cluttered_digits", model_kwargs={}, window_tokens=4,
+                                 window_epochs=1)
+    with pytest.raises(K.ConfigError, match="needs a model whose forward takes keep=.*ConVit does not"):
+        T.fit(convit, log=lambda line: None)  # refused before the first step
 
 
 def test_fit_refuses_a_teacher_file_that_is_not_there_before_any_work(monkeypatch):

@@ -245,6 +245,22 @@ def test_fit_logs_every_log_every_epochs_and_the_last():
     assert all(0.0 <= a <= 1.0 for a in h.val_acc) and result.teacher is None
 
 
+def test_fit_validates_every_validate_every_epochs_and_after_the_last(monkeypatch):
+    scored = []
+    evaluate = T.evaluate
+    monkeypatch.setattr(T, "evaluate", lambda model, loader: scored.append(loader) or evaluate(model, loader))
+    result = T.fit(replace(SMALL, epochs=5), device="cpu", progress=False, log=quiet, validate_every=2)
+    h = result.history
+    assert [math.isnan(a) for a in h.val_acc] == [True, False, True, False, False]  # epochs 2, 4 and the last
+    assert [math.isnan(v) for v in h.val_loss] == [math.isnan(a) for a in h.val_acc]
+    assert len(scored) == 4  # three validations and the test
+    import matplotlib.pyplot as plt
+
+    plt.close(h.plot())  # a history with unscored epochs still draws
+    with pytest.raises(ValueError, match="validate_every is a number of epochs, at least 1.*got 0"):
+        T.fit(SMALL, validate_every=0)
+
+
 def test_teacher_is_a_trained_convnet_returned_in_eval_mode(tmp_path):
     config = replace(TINY, teacher_epochs=1)
     loaders = T.make_loaders(config, torch.device("cpu"))

@@ -252,3 +252,26 @@ def test_two_blocks_drop_path_at_zero_and_the_full_rate():
 def test_forward_uses_the_fused_kernel_in_every_block(fused_calls):
     VisionTransformer(**SMALL).eval()(torch.randn(1, 3, 32, 32))
     assert len(fused_calls) == SMALL["depth"]
+
+
+def test_kept_patches_are_all_that_the_blocks_see_each_at_its_own_position():
+    """forward(images, keep=...): keeping every patch is the plain forward; the order of the kept patches does not
+    matter ([CLS] attends to a set); only the kept patches' positions (and pixels) reach the output."""
+    torch.manual_seed(0)
+    model = VisionTransformer(img_size=16, patch_size=4, in_chans=1, num_classes=3, embed_dim=16, depth=2,
+                              num_heads=2).eval()
+    images = torch.randn(2, 1, 16, 16)
+    every = torch.arange(16).expand(2, 16)
+    with torch.no_grad():
+        assert torch.allclose(model(images, keep=every), model(images), atol=1e-6)
+        keep = torch.tensor([[0, 1, 4, 5], [10, 11, 14, 15]])  # a 2 x 2 window of the 4 x 4 grid per image
+        out = model(images, keep=keep)
+        assert torch.allclose(model(images, keep=keep.flip(1)), out, atol=1e-6)
+        changed = images.clone()
+        changed[0, :, 8:, :] = 0  # pixels outside image 0's window
+        assert torch.allclose(model(changed, keep=keep), out, atol=1e-6)
+        assert not torch.allclose(model(changed), model(images), atol=1e-6)
+    model.pos_embed.requires_grad_(True)
+    model(images, keep=keep).sum().backward()
+    rows_with_grad = (model.pos_embed.grad[0].abs().sum(-1) > 0).nonzero().flatten().tolist()
+    assert rows_with_grad == [0, 1, 2, 5, 6, 11, 12, 15, 16]  # [CLS] and the eight kept patches (1 + index)

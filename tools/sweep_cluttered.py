@@ -33,6 +33,8 @@ from safetensors.torch import save_file
 
 B256 = {"position_step": 1, "grid_epochs": 60, "batch_size": 256, "lr": 4e-3, "warmup_epochs": 5.0,
         "teacher_epochs": 30}
+SPEEDRUN = {"position_step": 1, "augment": "digits_warp", "batch_size": 256, "lr": 4e-3, "warmup_epochs": 3.0,
+            "teacher_epochs": 0}
 VARIANTS: dict[str, dict] = {
     "base": {},
     "lr1e-3": {"lr": 1e-3}, "lr3e-3": {"lr": 3e-3}, "lr4e-3": {"lr": 4e-3},
@@ -82,6 +84,12 @@ VARIANTS: dict[str, dict] = {
                                               "model_kwargs": {"patch_size": 8}},
     "anywhere_b256_e300_grid60_warp_patch2": {**B256, "epochs": 300, "augment": "digits_warp",
                                               "model_kwargs": {"patch_size": 2}},
+    # The CPU speedrun (vitedu.speedrun): about 500,000 canvases, no teacher (a ConvTeacher's forward pass costs
+    # more than the ViT's whole training step on a CPU), the digit on the grid first, then anywhere.
+    "sr_e50_g15": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15},
+    "sr_e50_g15_b128": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "batch_size": 128, "lr": 3e-3},
+    # A window of 4 x 4 patches around the digit for all but the last 10 epochs (a step costs about a quarter).
+    "sr_w4_e100_g30_full10": {**SPEEDRUN, "epochs": 100, "grid_epochs": 30, "window_tokens": 4, "window_epochs": 90},
 }
 
 

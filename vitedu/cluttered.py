@@ -90,6 +90,33 @@ def rescale_digits(digits: Tensor, size: int) -> Tensor:
     return resized.clamp(0.0, 1.0)
 
 
+def window_patches(boxes: Tensor, window: int, grid: int, patch: int, generator: torch.Generator) -> Tensor:
+    """The patches of a random ``window`` x ``window`` block of the patch grid that holds each digit's ink box.
+
+    boxes (N, 4) as (top, left, height, width) in pixels -> (N, window * window) int64, row-major indices into
+    the ``grid`` x ``grid`` patches of ``patch`` pixels, ready for ``VisionTransformer.forward(images, keep=...)``.
+
+    Training on a window is a cheaper step on the same canvas: the model reads the digit among the clutter
+    around it, with every patch at its true position, in window² + 1 tokens instead of grid² + 1 (a 4 x 4
+    window of the 8 x 8 grid: 17 tokens, not 65). The window is placed uniformly among the placements that
+    contain the box, so the digit is not always at its centre. An 8-pixel digit touches at most 3 patches of
+    4 pixels a side, so ``window`` >= 3 always fits it.
+    """
+    first = torch.div(boxes[:, :2], patch, rounding_mode="floor")  # (N, 2) first patch row, column of the ink
+    last = torch.div(boxes[:, :2] + boxes[:, 2:].clamp(min=1) - 1, patch, rounding_mode="floor")  # (N, 2) last
+    if window > grid or bool((last - first + 1 > window).any()):
+        raise ValueError(f"a window of {window} x {window} patches must hold every digit's ink on the {grid} x "
+                         f"{grid} grid (the widest spans {int((last - first + 1).max())} patches); use a window from "
+                         f"{int((last - first + 1).max())} to {grid}")
+    low = (last - window + 1).clamp(min=0)  # (N, 2) the window's first row/column may go from here ...
+    high = first.clamp(max=grid - window)  # ... to here
+    start = low + (torch.rand(low.shape, generator=generator) * (high - low + 1)).long()  # (N, 2) uniform
+    offsets = torch.arange(window)
+    rows = start[:, :1, None] + offsets[None, :, None]  # (N, window, 1)
+    cols = start[:, 1:, None] + offsets[None, None, :]  # (N, 1, window)
+    return (rows * grid + cols).flatten(1)  # (N, window * window)
+
+
 def _paste_indices(top: Tensor, left: Tensor, size: int, canvas_size: int) -> Tensor:
     """Flat canvas indices of a size x size square at (top, left). (N, k) -> (N, k * size * size)"""
     r = torch.arange(size)
@@ -251,19 +278,25 @@ class ClutteredLoader:
     (``position_step=GRID_STEP``), the easy case where every digit looks the same to the patch embedding, and
     only then at the loader's own ``position_step`` (e.g. 1, anywhere): the model learns to read a digit first,
     then to read it at every shift.
+
+    ``window`` > 0 with ``window_epochs`` > 0 makes the first ``window_epochs`` epochs cheaper: each batch also
+    carries the patches of a ``window`` x ``window`` block around its digit (:func:`window_patches`), and the
+    model sees only those (``for images, labels, keep in loader``; ``model(images, keep=keep)``).
     """
 
     def __init__(
         self, digits: Tensor, labels: Tensor, num_images: int, batch_size: int,
         mean: tuple[float, ...] = CLUTTERED_MEAN, std: tuple[float, ...] = CLUTTERED_STD,
         device: torch.device | str = "cpu", seed: int = 0, augment: Optional[Augment] = None,
-        grid_epochs: int = 0, **generator_kwargs: int,
+        grid_epochs: int = 0, window: int = 0, window_epochs: int = 0, patch_size: int = GRID_STEP,
+        **generator_kwargs: int,
     ) -> None:
         self.digits, self.labels = digits.float() / DIGITS_MAX, labels  # (M, 1, 8, 8) in [0, 1], (M,)
         self.augment = augment
         self.num_images, self.batch_size, self.generator_kwargs = num_images, batch_size, generator_kwargs
         self.device, self.seed, self.epoch = torch.device(device), seed, 0
         self.grid_epochs = grid_epochs
+        self.window, self.window_epochs, self.patch_size = window, window_epochs, patch_size
         self.mean, self.std = mean[0], std[0]
 
     def set_epoch(self, epoch: int) -> None:
@@ -278,12 +311,19 @@ class ClutteredLoader:
         kwargs = self.generator_kwargs
         if self.epoch < self.grid_epochs:  # the curriculum's first part: the digit on the patch grid
             kwargs = {**kwargs, "position_step": GRID_STEP}
-        images, labels, _ = make_cluttered(digits, self.labels, self.num_images, generator,
-                                           **kwargs)  # drawn in random order already
+        images, labels, boxes = make_cluttered(digits, self.labels, self.num_images, generator,
+                                               **kwargs)  # drawn in random order already
         images = (images - self.mean) / self.std
+        keep = None
+        if self.window and self.epoch < self.window_epochs:  # the cheap part: a window of patches per canvas
+            grid = images.shape[-1] // self.patch_size
+            keep = window_patches(boxes, self.window, grid, self.patch_size, generator)  # (N, window^2)
         for i in range(len(self)):
             batch = slice(i * self.batch_size, (i + 1) * self.batch_size)
-            yield images[batch].to(self.device), labels[batch].to(self.device)
+            if keep is None:
+                yield images[batch].to(self.device), labels[batch].to(self.device)
+            else:
+                yield images[batch].to(self.device), labels[batch].to(self.device), keep[batch].to(self.device)
 
 
 def cluttered_loaders(config: Any, device: torch.device | str = "cpu") -> dict[str, Any]:
@@ -308,11 +348,12 @@ def cluttered_loaders(config: Any, device: torch.device | str = "cpu") -> dict[s
     return {
         "train": ClutteredLoader(*train, CLUTTERED_SIZES["train"], config.batch_size, seed=config.seed,
                                  augment=AUGMENTATIONS[config.augment], position_step=step,
-                                 grid_epochs=config.grid_epochs, **common),
+                                 grid_epochs=config.grid_epochs, window=config.window_tokens,
+                                 window_epochs=config.window_epochs, **common),
         **{name: TensorLoader(*fixed[name], 500, max_value=1.0, **common) for name in fixed},
     }
 
 
 __all__ = ["CANVAS_SIZE", "CLUTTERED_MEAN", "CLUTTERED_SIZES", "CLUTTERED_STD", "ClutteredLoader", "FRAGMENT_SIZE",
            "GRID_STEP", "NUM_FRAGMENTS", "POSITION_STEP", "cluttered_loaders", "ink_boxes", "load_cluttered_digits",
-           "make_cluttered", "rescale_digits"]
+           "make_cluttered", "rescale_digits", "window_patches"]

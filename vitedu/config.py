@@ -62,6 +62,8 @@ class TrainConfig:
     # (create_model("deit_...")) learns the teacher through its distillation token (distillation_token_loss).
     position_step: int = POSITION_STEP  # cluttered_digits: the digit's cell at multiples of this (1: anywhere)
     grid_epochs: int = 0  # cluttered_digits: a curriculum, the first epochs with the digit on the patch grid
+    window_tokens: int = 0  # cluttered_digits: > 0 trains the first window_epochs on a window of patches (a side)
+    window_epochs: int = 0  # around the digit, not the whole canvas: a cheaper step (vitedu.cluttered.window_patches)
     train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
     train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
     seed: int = 0
@@ -119,6 +121,9 @@ def config_problems(config: TrainConfig) -> list[str]:
          "a finite number >= 0 (0: hard distillation)"),
         ("position_step", _whole(c.position_step, 1), "a whole number >= 1 (1: the digit at any pixel)"),
         ("grid_epochs", _whole(c.grid_epochs, 0), "a whole number >= 0"),
+        ("window_tokens", c.window_tokens == 0 or _whole(c.window_tokens, 3),
+         "0 (the whole canvas) or a window side of at least 3 patches (an 8-pixel digit spans up to 3)"),
+        ("window_epochs", _whole(c.window_epochs, 0), "a whole number >= 0"),
         ("train_on_val", isinstance(c.train_on_val, bool), "True or False"),
         ("train_fraction", _real(c.train_fraction) and 0 < c.train_fraction <= 1,
          "in (0, 1] (a share of the training set)"),
@@ -129,6 +134,11 @@ def config_problems(config: TrainConfig) -> list[str]:
     if _whole(c.teacher_epochs, 1) and c.teacher_path:
         problems.append(f"teacher_epochs and teacher_path must not both be set; got {c.teacher_epochs} and "
                         f"{c.teacher_path!r}: teacher_epochs trains a teacher, teacher_path loads one")
+    windowed = _whole(c.window_tokens, 1), _whole(c.window_epochs, 1)
+    if windowed[0] != windowed[1] or (windowed[0] and c.dataset != "cluttered_digits"):
+        problems.append(f"window_tokens and window_epochs go together, and only with dataset 'cluttered_digits' "
+                        f"(the window is placed around its digit); got window_tokens={c.window_tokens!r}, "
+                        f"window_epochs={c.window_epochs!r}, dataset={c.dataset!r}")
     return problems
 
 
@@ -162,6 +172,14 @@ PRESETS: dict[str, TrainConfig] = {
         model_kwargs={"drop_path_rate": 0.1, "weight_init": "mimetic", "pos_embed": "learn_sincos"},
         batch_size=256, lr=4e-3, warmup_epochs=5.0, weight_decay=0.05, label_smoothing=0.1, augment="digits_warp",
         teacher_epochs=30, distill_alpha=0.5, distill_temperature=4.0, position_step=1, grid_epochs=60, seed=7,
+    ),
+    # The same task in minutes on a CPU (python -m vitedu.speedrun; benchmarks/README.md, "The CPU speedrun"):
+    # no convnet teacher (on a CPU its forward pass costs more than the ViT's training step) and far fewer canvases.
+    "speedrun": TrainConfig(
+        dataset="cluttered_digits", model="vit_cluttered_digits", epochs=50,
+        model_kwargs={"drop_path_rate": 0.1, "weight_init": "mimetic", "pos_embed": "learn_sincos"},
+        batch_size=256, lr=4e-3, warmup_epochs=3.0, weight_decay=0.05, label_smoothing=0.1, augment="digits_warp",
+        teacher_epochs=0, position_step=1, grid_epochs=15,
     ),
     # The earlier, easier task with the digit on the 4-pixel patch grid (position_step=4): chapter 9's models,
     # the shift experiment's on-grid ViT and tools/sweep_cluttered.py's variants start from it.

@@ -14,6 +14,7 @@ everything else is a helper. Under torchrun the same ``fit`` trains one share of
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -76,7 +77,8 @@ class History:
         ax_acc.plot(self.epoch, self.train_acc, label="train (augmented)")
         ax_acc.plot(self.epoch, self.val_acc, label="val")
         ax_loss.set(xlabel="epoch", ylabel="cross-entropy", yscale="log")
-        ax_acc.set(xlabel="epoch", ylabel="accuracy", ylim=(max(0.0, min(self.val_acc + [1.0]) - 0.05), 1.0))
+        scored = [acc for acc in self.val_acc if not math.isnan(acc)]  # epochs without validation hold NaN
+        ax_acc.set(xlabel="epoch", ylabel="accuracy", ylim=(max(0.0, min(scored + [1.0]) - 0.05), 1.0))
         for ax in (ax_loss, ax_acc):
             ax.legend()
             ax.grid(alpha=0.3)
@@ -233,12 +235,13 @@ def train_one_epoch(
     dtype = autocast_dtype(device, precision)
     warmup_steps = round(config.warmup_epochs * len(loader))
     loss_sum, correct, seen, start = 0.0, 0, 0, time.perf_counter()
-    for images, labels in tqdm(loader, desc=desc, disable=not progress, leave=False):
+    for images, labels, *window in tqdm(loader, desc=desc, disable=not progress, leave=False):
         lr = lr_at(step, total_steps, warmup_steps, config.lr, config.min_lr)
         for group in optimizer.param_groups:
             group["lr"] = lr
         with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-            outputs = model(images)  # (batch, classes), or DeiT's pair (cls_logits, dist_logits)
+            # (batch, classes), or DeiT's pair (cls_logits, dist_logits); a window: only those patches (cluttered)
+            outputs = model(images, keep=window[0]) if window else model(images)
             teacher_logits = None
             if teacher is not None:  # distillation: also learn the teacher's decision
                 with torch.no_grad():
@@ -276,7 +279,7 @@ def fit(
     config: Optional[TrainConfig] = None, out: str | os.PathLike | None = None, resume: bool = False,
     device: torch.device | str | None = None, progress: Optional[bool] = None, stop_after: Optional[int] = None,
     log: Callable[[str], None] = print, log_every: int = 1, precision: str = "auto", compile: bool = False,
-    build: Optional[Callable[[TrainConfig], nn.Module]] = None,
+    build: Optional[Callable[[TrainConfig], nn.Module]] = None, validate_every: int = 1,
 ) -> Result:
     """Train ``config`` (default: ``PRESETS["digits"]``) from scratch, or resume the run saved in ``out``, and
     test the final model.
@@ -284,7 +287,9 @@ def fit(
     Checkpoints go to ``out`` after every epoch when it is given. ``progress`` shows a tqdm bar (default:
     only in a terminal). ``stop_after=e`` ends after epoch e, as if interrupted; ``resume=True`` carries on
     with the saved config, weights, optimizer state, step and history. ``log`` receives one line every
-    ``log_every`` epochs (and for the last one), as ``epoch_line`` writes it.
+    ``log_every`` epochs (and for the last one), as ``epoch_line`` writes it. ``validate_every=k`` scores the
+    validation split only every k epochs (and after the last): the others record NaN, and a short run saves the
+    time (the speedrun spends about a tenth of its time on validation at every epoch).
 
     ``precision`` ("auto", "fp32", "bf16"; see ``autocast_dtype``) and ``compile`` (torch.compile the
     training forward pass) are how the run computes, like ``device``: they are not saved with the config,
@@ -296,6 +301,9 @@ def fit(
     embedding gets a ``pretrained_cfg`` (the input settings and the input check live there).
     """
     config = PRESETS["digits"] if config is None else config
+    if not isinstance(validate_every, int) or validate_every < 1:
+        raise ValueError(f"validate_every is a number of epochs, at least 1 (1 scores validation after every epoch); "
+                         f"got {validate_every!r}")
     device = torch.device(device) if device is not None else get_device()
     process = distributed.current()
     if not process.is_main:
@@ -312,6 +320,10 @@ def fit(
     loaders = make_loaders(config, device)
     model = (build(config) if build is not None else create_model(config.model, **config.model_kwargs)).to(device)
     has_cfg = hasattr(model, "patch_embed")  # vitedu's ViTs; a CNN baseline has no patches to check inputs at
+    if config.window_tokens and "keep" not in inspect.signature(model.forward).parameters:
+        raise ConfigError(f"window_tokens={config.window_tokens} trains on a window of patches, which needs a model "
+                          f"whose forward takes keep= (VisionTransformer, DeiT); {type(model).__name__} does not: "
+                          f"set window_tokens=0 and window_epochs=0")
     if has_cfg:
         attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=False))
     optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
@@ -336,7 +348,8 @@ def fit(
         loss, acc, speed, step = train_one_epoch(trained, loaders["train"], optimizer, scaler, config, step,
                                                  total_steps, teacher, progress, f"epoch {epoch + 1}/{config.epochs}",
                                                  precision)
-        val_loss, val_acc = evaluate(model, loaders["val"])
+        validate = (epoch + 1) % validate_every == 0 or epoch + 1 == config.epochs
+        val_loss, val_acc = evaluate(model, loaders["val"]) if validate else (math.nan, math.nan)
         lr = optimizer.param_groups[0]["lr"]
         history.append(epoch=epoch + 1, train_loss=loss, train_acc=acc, val_loss=val_loss, val_acc=val_acc,
                        lr=lr, images_per_s=speed)
@@ -416,7 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", choices=sorted(PRESETS), default="digits",
                    help="digits: 1,797 8x8 digits shipped with vitedu (offline); cluttered_digits: one of those "
                    "digits at any pixel of a 32x32 canvas among clutter (offline); cluttered_digits_grid: the same "
-                   "with the digit on the 4-pixel patch grid (the earlier, easy task); cifar10: downloaded once; "
+                   "with the digit on the 4-pixel patch grid (the earlier, easy task); speedrun: cluttered_digits "
+                   "in minutes on a CPU (python -m vitedu.speedrun scores it too); cifar10: downloaded once; "
                    "imagefolder: your own images, one sub-folder per class, in --data-root (vitedu.imagefolder)")
     p.add_argument("--epochs", type=int, help="passes over the training set")
     p.add_argument("--out", help="folder for checkpoints (model.safetensors, optimizer.safetensors, "

@@ -9,7 +9,10 @@ Hugging Face ones).
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
+from einops import repeat
 from torch import Tensor, nn
 
 from .blocks import Block, drop_path_rates
@@ -196,10 +199,24 @@ class VisionTransformer(ClassTokenClassifier):
         """The learned tokens put in front of the patches, each (1, 1, dim): [CLS], or none with mean pooling."""
         return [self.cls_token] if self.cls_token is not None else []
 
-    def _encode(self, images: Tensor, need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+    def forward(self, images: Tensor, keep: Optional[Tensor] = None) -> Tensor:
+        """(batch, in_chans, height, width) -> logits (batch, num_classes).
+
+        ``keep`` (batch, kept) int64, optional: the patches that go on into the blocks, as row-major indices into
+        the patch grid, each with its own position embedding; the others are dropped right after the patch
+        embedding (token dropping). The blocks' cost grows with the tokens, so a window of 4 x 4 of the 8 x 8
+        patches costs about a quarter of the whole image (``vitedu.cluttered.window_patches``). None keeps all."""
+        return self.forward_head(self._encode(images, keep=keep)[0])
+
+    def _encode(self, images: Tensor, need_weights: bool = False,
+                keep: Optional[Tensor] = None) -> tuple[Tensor, list[Tensor]]:
         x = self.patch_embed(images)  # (batch, patches, dim)
         patch = self.patch_embed.patch_size
         x = self._pos_embed(x, (images.shape[-2] // patch[0], images.shape[-1] // patch[1]))
+        if keep is not None:  # positions are added first, so every kept patch knows where it came from
+            prefix, patches = x[:, : self.num_prefix_tokens], x[:, self.num_prefix_tokens :]
+            kept = torch.gather(patches, 1, repeat(keep, "b n -> b n d", d=x.shape[-1]))  # (batch, kept, dim)
+            x = torch.cat([prefix, kept], dim=1)  # (batch, prefix + kept, dim)
         maps = []
         for block in self.blocks:
             x, weights = block(x, need_weights=need_weights)

@@ -1,0 +1,144 @@
+"""The book's ViT from scratch in minutes on a laptop's CPU: one command, one line of results.
+
+    python -m vitedu.speedrun --seed 0 --out runs/speedrun    # trains vit_cluttered_digits, both threads
+    model, config = vitedu.load_trained("runs/speedrun")      # the trained model, in eval mode
+
+It trains ``PRESETS["speedrun"]`` with ``vitedu.train.fit`` (checkpoints after every epoch in ``--out``), then
+scores the model as chapter 8 scores the shipped one: accuracy on the 2,000 test canvases with the digit
+anywhere, and the worst of the 16 sub-patch offsets of the digit (``vitedu.shift.offset_accuracy``, 1,000 test
+canvases each). The last line it prints is
+
+    speedrun: test accuracy 98.6 %, worst offset 97.4 %, 512 s on 2 threads
+
+where the seconds are the whole command's wall time, data and scoring included. The recipe differs from the
+shipped model's (``PRESETS["cluttered_digits"]``, 3 million canvases) where a CPU pays: no convnet teacher (on a
+CPU its forward pass alone costs more than the ViT's whole training step), fewer canvases, and what the
+measurements in benchmarks/README.md ("The CPU speedrun") kept. ``speedrun.json`` in ``--out`` records the
+numbers of the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+from torch import nn
+
+from .checkpoints import STATE_FILE
+from .config import PRESETS, ConfigError, TrainConfig
+from .shift import offset_accuracy
+from .train import History, fit
+from .utils import get_device
+
+RESULT_FILE = "speedrun.json"
+# How chapter 8 and tests/test_shipped.py read the shipped model's offsets: the test split, 1,000 canvases per
+# offset, canvas seed 11.
+OFFSET_SPLIT, OFFSET_IMAGES, OFFSET_SEED = "test", 1_000, 11
+# Validation is scored (and a line logged) every this many epochs, not after each: it saves about a tenth of the time.
+VALIDATE_EVERY = 5
+
+
+@dataclass
+class SpeedrunResult:
+    model: nn.Module
+    config: TrainConfig
+    history: History
+    test_acc: float  # on the 2,000 test canvases, the digit anywhere
+    offsets: torch.Tensor  # (4, 4) accuracy per sub-patch offset of the digit's cell
+    seconds: float  # wall time, from the start to the scores
+    threads: int
+    device: torch.device
+    resumed: bool
+
+    @property
+    def worst_offset(self) -> float:
+        return self.offsets.min().item()
+
+    def line(self) -> str:
+        """The command's last line: ``speedrun: test accuracy A %, worst offset W %, S s on T threads``."""
+        plural = "thread" if self.threads == 1 else "threads"
+        where = f"{self.threads} {plural}" if self.device.type == "cpu" else f"{self.device.type}"
+        resumed = " (resumed: the seconds are this command's only)" if self.resumed else ""
+        return (f"speedrun: test accuracy {100 * self.test_acc:.1f} %, worst offset {100 * self.worst_offset:.1f} %, "
+                f"{self.seconds:.0f} s on {where}{resumed}")
+
+
+def speedrun(
+    seed: int = 0, out: str | os.PathLike | None = None, resume: bool = False,
+    device: torch.device | str | None = None,
+    progress: Optional[bool] = None, log: Callable[[str], None] = print, config: Optional[TrainConfig] = None,
+) -> SpeedrunResult:
+    """Train ``config`` (default: ``PRESETS["speedrun"]`` with ``seed``) from scratch and score it.
+
+    ``out`` receives a checkpoint after every epoch (``resume=True`` carries on from the last one) and, at the
+    end, ``speedrun.json`` with the scores. A folder that already holds a run is refused unless ``resume``:
+    a speedrun's time means nothing if it silently continues an earlier run.
+    """
+    start = time.perf_counter()
+    device = torch.device(device) if device is not None else get_device()
+    if out is not None and (Path(out) / STATE_FILE).exists() and not resume:
+        raise FileExistsError(f"{out} already holds a training run ({STATE_FILE}); a speedrun starts from scratch. "
+                              f"Choose a new --out, delete that folder, or pass --resume to finish that run")
+    config = replace(PRESETS["speedrun"], seed=seed) if config is None else config
+    result = fit(config, out=out, resume=resume, device=device, progress=progress, log=log, precision="fp32",
+                 log_every=VALIDATE_EVERY, validate_every=VALIDATE_EVERY)
+    offsets = offset_accuracy(result.model, 4, OFFSET_SPLIT, OFFSET_IMAGES, OFFSET_SEED)
+    run = SpeedrunResult(result.model.eval(), result.config, result.history, result.test_acc, offsets,
+                         time.perf_counter() - start, torch.get_num_threads(), device,
+                         resumed=len(result.history.epoch) > 0 and resume)
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        record = {"test_acc": run.test_acc, "worst_offset": run.worst_offset, "offsets": offsets.tolist(),
+                  "seconds": round(run.seconds, 1), "threads": run.threads, "device": str(device),
+                  "resumed": run.resumed, "seed": run.config.seed, "line": run.line()}
+        (Path(out) / RESULT_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m vitedu.speedrun", description="Train the book's cluttered-digits ViT from scratch with the "
+        "speedrun recipe (vitedu.PRESETS['speedrun']) and print its test accuracy, its worst sub-patch offset and "
+        "the wall time on the last line.")
+    p.add_argument("--seed", type=int, default=0, help="seed for initialisation, canvases and batch order")
+    p.add_argument("--out", help="folder for the checkpoints (after every epoch) and speedrun.json; "
+                   "vitedu.load_trained(OUT) reads the model back")
+    p.add_argument("--resume", action="store_true", help="finish the run saved in --out")
+    p.add_argument("--threads", type=int, help="CPU threads (default: torch's choice, one per core)")
+    p.add_argument("--device", help="cpu, cuda or mps (default: the best available)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar per epoch (default: only when writing to a terminal)")
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> SpeedrunResult:
+    """The command line. A wrong option or an existing run in --out ends as one line on stderr, not a traceback."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads is a number of CPU threads, at least 1; got {args.threads}")
+    if args.resume and not args.out:
+        parser.error("--resume finishes the run saved in --out: give --out too")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        run = speedrun(args.seed, args.out, args.resume, args.device, args.progress)
+    except (ConfigError, FileExistsError, ValueError, OSError) as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(2 if isinstance(err, (ConfigError, FileExistsError)) else 1) from None
+    print(run.line())
+    return run
+
+
+if __name__ == "__main__":
+    main()
+
+
+__all__ = ["RESULT_FILE", "SpeedrunResult", "main", "speedrun"]
