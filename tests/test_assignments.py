@@ -285,16 +285,28 @@ def test_make_assignments_passes_the_course_options_through(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------
-# A3's promise, as Part 4 words it: the grader re-executes the run; on the same kind of processor (the same
-# `where_run()` lines: processor, PyTorch's CPU kernels, threads, PyTorch) it gets the stored run to the last
-# digit, whatever thread count the kernel starts with (the setup cell sets one; without that line a kernel at
-# two threads splits sums differently and ends at val acc 0.922, not the stored 0.927). On another kind the
-# run differs and the grade must not. Another kind is simulated by ATen's generic kernels
-# (ATEN_CPU_CAPABILITY=default, as on an x86 CPU without AVX2). Measured on one machine (AMD EPYC, AVX2,
-# torch 2.13), the run at epoch 15 had 166 of 179 validation images right; with ATen's generic kernels 165,
-# oneDNN held to SSE4.1 (ONEDNN_MAX_CPU_ISA=SSE41) 167, MKL in its reproducible mode (MKL_CBWR=COMPATIBLE)
-# 168, all three switches 167, two threads 165. A rerun with nothing switched gave the same weights.
-# The tolerance below is 5 images, for kinds of processor that could not be simulated here.
+# A3's promise, as Part 4 words it: the same grade on any processor, and the same log only on the same kind.
+# The grader re-executes the run; where `where_run()` prints the stored run's lines (processor, PyTorch's CPU
+# kernels, threads, PyTorch) it gets the stored run to the last digit, whatever thread count the kernel starts
+# with (the setup cell sets one; without that line the run splits sums over the threads and ends elsewhere).
+# On another kind the run differs and the grade must not. The stored run was made with AVX2 kernels (AMD EPYC,
+# torch 2.13, one thread): 166 of 179 validation images right at epoch 15, lowest val loss 0.232 at epoch 14.
+# Measured on an AMD EPYC whose PyTorch picks AVX-512 (torch 2.13; each switch an environment variable set
+# before PyTorch starts; "1" = one thread, also when the kernel starts at two and the setup cell holds it;
+# "2" = the setup cell's line removed), final val images right / lowest val loss, its epoch:
+#   ATen AVX-512 (this machine's own kernels)      1: 170, 0.223 at 15    2: 165, 0.235 at 15
+#   ATEN_CPU_CAPABILITY=avx2                         1: 166, 0.237 at 14    2: 165, 0.250 at 14 (other weights)
+#   ATEN_CPU_CAPABILITY=default (generic)            1: 168, 0.247 at 15    2: 167, 0.253 at 14
+#   ATen avx2 + ONEDNN_MAX_CPU_ISA=AVX2              1: the stored run, every printed digit (MKL_ENABLE_INSTRUCTIONS
+#                                                       =AVX2 too: the same; alone it changes nothing here)
+#   ONEDNN_MAX_CPU_ISA=AVX2 / =SSE41                 1: 166, 0.229 at 14 / 165, 0.242 at 15
+#   MKL_CBWR=COMPATIBLE                              1: 166, 0.297 at 15
+#   generic ATen, oneDNN SSE4.1, MKL SSE4.2          1: 167, 0.220 at 14
+# On the AVX2 machine that stored the run: generic ATen 165, oneDNN SSE4.1 167, MKL_CBWR 168, all three 167,
+# two threads 165; a rerun with nothing switched gave the same weights. So every run ended at 165 to 170 (the
+# largest move from the stored 166 is 4 images, AVX-512), with the lowest val loss at epoch 14 or 15, which is
+# what the notebook's text and model answers now say. The tolerance stays 5 images, one more than measured,
+# for kinds not measured here (ARM, Intel's AVX-512 with MKL's own code for it); it was not widened.
 A3_SPREAD = 5 / 179
 
 
@@ -320,16 +332,24 @@ def _a3_run_cells(earlier_tests: bool = True) -> tuple[list[str], str]:
     return [c.source for c in cells], stored
 
 
+# The machine's own kernels at two threads; ATen's generic kernels (an x86 CPU without AVX2, a stand-in for another
+# kind); ATen and oneDNN held to AVX2 (the stored run's kind on an x86 CPU with AVX2: here the rerun is the stored
+# run to the last digit; where a CPU ignores the switches, e.g. ARM, it is one more run of another kind).
+AVX2_PATHS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("threads, switches", [(2, {}), (1, {"ATEN_CPU_CAPABILITY": "default"})],
-                         ids=["kernel at 2 threads", "generic kernels"])
+@pytest.mark.parametrize("threads, switches", [(2, {}), (1, {"ATEN_CPU_CAPABILITY": "default"}), (1, AVX2_PATHS)],
+                         ids=["kernel at 2 threads", "generic kernels", "AVX2 code paths"])
 def test_a3_grader_rerun_is_the_stored_run_on_the_same_kind_and_grades_the_same_on_another(threads, switches, tmp_path):
-    """The kernel starts at `threads` threads. At two (a laptop, Colab) the setup cell sets one, so `where_run()`
-    prints the stored run's lines, and the run is the stored run to the last digit: one rerun shows both (a
-    separate check of the setup cell alone, in a Python of its own, cost about 3.5 s of CPU). Without that line
-    the two-thread run ended at val acc 0.922, not 0.927. On this kind of processor Parts 1-3's graded cells are
-    nbval's: it re-executes the source, hidden tests included, at the setup cell's one thread. Here they run on
-    the other kind only (about 1 s of CPU saved on this one)."""
+    """Every rerun, on every machine, must earn the grade, print that it ran on one thread (a kernel started at
+    two, as on a laptop or Colab, is held to one by the setup cell), and end where the notebook's text says any
+    run ends: within A3_SPREAD of the stored validation accuracy, the lowest validation loss at epoch 14 or 15.
+    Only the strictness of the log comparison depends on the machine: where `where_run()` prints the stored
+    run's two lines (the same kind of processor and kernels), the rerun must also be the stored log to the last
+    digit. On an AMD EPYC with AVX-512 that is the case "AVX2 code paths"; on one with AVX2 only, like the one
+    that stored the run, the first and third. Parts 1-3's graded cells run here only with a switch set: on the
+    stored kind they are nbval's, which re-executes the source, hidden tests included (about 1 s of CPU saved)."""
     cells, stored = _a3_run_cells(earlier_tests=bool(switches))
     script = "\n\n".join([f"import torch\ntorch.set_num_threads({threads})", *cells]).replace("plt.show()", "")
     (tmp_path / "run.py").write_text(script)
@@ -340,12 +360,11 @@ def test_a3_grader_rerun_is_the_stored_run_on_the_same_kind_and_grades_the_same_
     report = json.dumps({"stored": stored, "got": out.stdout[-1500:]}, indent=1)
     assert "✓ validation accuracy at least 85 %: True" in out.stdout, report  # the grade, on any kind
     got = out.stdout[out.stdout.index("processor: "):]
-    same_kind = got.splitlines()[:2] == stored.splitlines()[:2]
-    if "ATEN_CPU_CAPABILITY" in switches:
-        assert "CPU kernels DEFAULT" in got and not same_kind, report  # the simulation took effect
-    else:  # started at two threads: the setup cell held it to the stored run's one ("1 thread", this processor)
-        assert same_kind, report
-    if same_kind:
+    where = got.splitlines()[:2]
+    assert re.search(r"^CPU kernels \S+, 1 thread, torch ", where[1]), report  # the setup cell held it to one
+    if switches.get("ATEN_CPU_CAPABILITY") == "default":
+        assert "CPU kernels DEFAULT" in where[1], report  # the switch took effect (ATen honours it everywhere)
+    assert abs(_val_acc_at_the_end(got) - _val_acc_at_the_end(stored)) <= A3_SPREAD, report
+    assert int(re.search(r"lowest val loss [0-9.]+ at epoch (\d+) of 15", got)[1]) in (14, 15), report
+    if where == stored.splitlines()[:2]:  # the same kind as the stored run: the same run, every digit
         assert stored.strip() in got, report
-    else:
-        assert abs(_val_acc_at_the_end(got) - _val_acc_at_the_end(stored)) <= A3_SPREAD, report
