@@ -34,7 +34,7 @@ XDIST       := -n $(PYTEST_JOBS) --dist loadscope
 NBVAL       := --nbval
 JB_STRICT   := -W -n --keep-going
 
-.PHONY: help venv book-venv book test course unit notebooks lint assignments bench constraints clean
+.PHONY: help venv book-venv book test course unit notebooks notebooks-generic lint assignments bench constraints clean
 .DEFAULT_GOAL := help
 
 help:
@@ -45,6 +45,7 @@ help:
 	@echo "make course       nbgrader's course cycle: planted-mistake submissions autograded (CI runs it)"
 	@echo "make unit         the fast unit tests only: no slow, book, nbgrader or hub tests"
 	@echo "make notebooks    re-execute the chapters and assignment sources and compare their outputs (nbval)"
+	@echo "make notebooks-generic  the same with ATen's generic CPU kernels, as on another kind of CPU (CI runs it)"
 	@echo "make lint         ruff check ."
 	@echo "make venv         create or update the virtual environment .venv with everything (every target but book)"
 	@echo "make book-venv    create or update .venv with what building the book needs (make book does this first)"
@@ -107,12 +108,19 @@ unit: venv
 notebooks: venv
 	$(BIN)/python -m pytest notebooks $(NBVAL) $(XDIST) $(PYTEST_ARGS)
 
+# The same nbval with ATen's generic kernels, as on a CPU of another kind (no AVX2 or AVX-512): every stored output
+# must hold there too (a number that depends on a kernel's last bits is printed at a precision that holds).
+notebooks-generic: venv
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest notebooks $(NBVAL) $(XDIST) $(PYTEST_ARGS)
+
 # make test leaves out one slow tier: nbgrader's course cycle on planted-mistake submissions (tests marked
 # `course`; `make course` runs them). Under CI (.ci/run sets CI=true) it runs everything, that
-# tier included, and then check-newest: the notebooks at the newest versions.
+# tier included, then the notebooks again with ATen's generic kernels (another kind of CPU), and then
+# check-newest: the notebooks at the newest versions.
 TEST_SELECTION := $(if $(filter true,$(CI)),,-m "not course")
 test: venv lint book
 	$(BIN)/python -m pytest $(NBVAL) $(XDIST) $(TEST_SELECTION) $(PYTEST_ARGS)
+	$(if $(filter true,$(CI)),$(MAKE) notebooks-generic)
 	$(if $(filter true,$(CI)),$(MAKE) check-newest)
 
 course: venv
