@@ -90,6 +90,21 @@ VARIANTS: dict[str, dict] = {
     "sr_e50_g15_b128": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "batch_size": 128, "lr": 3e-3},
     # A window of 4 x 4 patches around the digit for all but the last 10 epochs (a step costs about a quarter).
     "sr_w4_e100_g30_full10": {**SPEEDRUN, "epochs": 100, "grid_epochs": 30, "window_tokens": 4, "window_epochs": 90},
+    "sr_w3_e100_g30_full10": {**SPEEDRUN, "epochs": 100, "grid_epochs": 30, "window_tokens": 3, "window_epochs": 90},
+    "sr_w4_e100_g30_full0": {**SPEEDRUN, "epochs": 100, "grid_epochs": 30, "window_tokens": 4, "window_epochs": 100},
+    "sr_w4_e150_g40_full10": {**SPEEDRUN, "epochs": 150, "grid_epochs": 40, "window_tokens": 4,
+                              "window_epochs": 140},
+    # A model trained on windows reads windows (95.7 % train) but not whole canvases (54 % val): the whole canvas's
+    # clutter has to be learned on whole canvases, at a learning rate that still moves the weights.
+    "sr_w4_e70_g20_win40": {**SPEEDRUN, "epochs": 70, "grid_epochs": 20, "window_tokens": 4, "window_epochs": 40},
+    "sr_w4_e60_g25_win25": {**SPEEDRUN, "epochs": 60, "grid_epochs": 25, "window_tokens": 4, "window_epochs": 25},
+    # The whole canvas throughout: the learning rate, stochastic depth, the grid phase's length.
+    "sr_e50_g15_lr8e-3": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "lr": 8e-3},
+    "sr_e50_g15_dp0": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "model_kwargs": {"drop_path_rate": 0.0}},
+    "sr_e50_g8": {**SPEEDRUN, "epochs": 50, "grid_epochs": 8},
+    # Muon on the blocks' matrices, AdamW for the rest (vitedu.optimizers), at AdamW's rate and twice it.
+    "sr_e50_g15_muon": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "optimizer": "muon"},
+    "sr_e50_g15_muon_lr8e-3": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "optimizer": "muon", "lr": 8e-3},
 }
 
 

@@ -38,8 +38,8 @@ _LAZY = {
 _SUBMODULES = (
     "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit",
     "data", "deit", "digits", "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret",
-    "linear_probe", "loaders", "mae", "mae_pretrain", "mimetic", "models", "preprocess", "pretrained", "probes",
-    "registry", "shift", "shipped", "speedrun", "state_dicts", "timm_configs", "train", "utils", "vit",
+    "linear_probe", "loaders", "mae", "mae_pretrain", "mimetic", "models", "optimizers", "preprocess", "pretrained",
+    "probes", "registry", "shift", "shipped", "speedrun", "state_dicts", "timm_configs", "train", "utils", "vit",
 )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from .augment import AUGMENTATIONS
 from .cluttered import POSITION_STEP
 from .data import DATASETS
+from .optimizers import OPTIMIZERS
 
 
 class ConfigError(ValueError):
@@ -51,6 +52,7 @@ class TrainConfig:
     min_lr: float = 1e-5  # where the cosine ends
     warmup_epochs: float = 5.0
     weight_decay: float = 0.05
+    optimizer: str = "adamw"  # "adamw", or "muon" for the blocks' weight matrices with AdamW for the rest
     label_smoothing: float = 0.1
     grad_clip: float = 1.0  # max global gradient norm (0 = off)
     augment: str = "digits"  # a key of vitedu.augment.AUGMENTATIONS
@@ -111,6 +113,7 @@ def config_problems(config: TrainConfig) -> list[str]:
          f"a finite number from 0 to lr ({c.lr!r})"),
         ("warmup_epochs", _real(c.warmup_epochs) and c.warmup_epochs >= 0, "a finite number >= 0"),
         ("weight_decay", _real(c.weight_decay) and c.weight_decay >= 0, "a finite number >= 0"),
+        ("optimizer", c.optimizer in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
         ("label_smoothing", _real(c.label_smoothing) and 0 <= c.label_smoothing < 1, "a number in [0, 1)"),
         ("grad_clip", _real(c.grad_clip) and c.grad_clip >= 0, "a finite number >= 0 (0 switches clipping off)"),
         ("augment", c.augment in AUGMENTATIONS, f"one of {', '.join(AUGMENTATIONS)}"),

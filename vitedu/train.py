@@ -46,6 +46,7 @@ from .data import make_loaders
 from .deit import distillation_loss, distillation_token_loss
 from .loaders import DatasetError, TensorLoader
 from .models import create_model
+from .optimizers import make_optimizer, param_groups
 from .preprocess import PRETRAINED_CFG_KEYS, attach_pretrained_cfg, make_pretrained_cfg, model_input_size
 from .registry import MODELS
 from .utils import count_parameters, get_device, seed_everything
@@ -99,18 +100,6 @@ class Result:
 # ----------------------------------------------------------------------------------------------------
 # The pieces of the recipe.
 # ----------------------------------------------------------------------------------------------------
-
-
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay weight matrices only. Biases, LayerNorm gains, ``pos_embed`` and ``cls_token`` are not
-    pulled towards zero: shrinking a norm's gain or a position code is not regularisation, just damage."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        skip = p.ndim < 2 or name.endswith(("pos_embed", "cls_token", "dist_token"))
-        (no_decay if skip else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 def lr_at(step: int, total_steps: int, warmup_steps: int, lr: float, min_lr: float) -> float:
@@ -326,7 +315,7 @@ def fit(
                           f"set window_tokens=0 and window_epochs=0")
     if has_cfg:
         attach_pretrained_cfg(model, data_cfg(model, config, loaders["test"], trained=False))
-    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
+    optimizer = make_optimizer(model, config.optimizer, config.lr, config.weight_decay)
     scaler = loss_scaler(device, precision)
     teacher = (train_teacher(config, loaders, device, out, progress, log, precision)
                if config.teacher_epochs or config.teacher_path else None)
