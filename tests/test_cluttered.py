@@ -239,6 +239,8 @@ def test_window_epochs_add_the_window_and_leave_the_canvases_as_they_were():
     assert all(len(batch) == 3 and batch[2].shape == (32, 16) for batch in windowed)
     assert all(torch.equal(w[0], p[0]) and torch.equal(w[1], p[1]) for w, p in zip(windowed, plain))
     assert all(len(batch) == 2 for batch in epoch(1, window=4, window_epochs=1))  # after the window epochs
+    later = dict(window=4, window_epochs=2, window_start=1)  # epochs 1 and 2 on windows, 0 and 3 whole
+    assert [len(epoch(e, **later)[0]) for e in range(4)] == [2, 3, 3, 2]
 
 
 # ------------------------------------------------------------------ behaviours found by mutation testing

@@ -81,6 +81,7 @@ BAD = [
     ("grid_epochs", -1, "a whole number >= 0"),
     ("window_tokens", 2, r"0 \(the whole canvas\) or a window side of at least 3 patches"),
     ("window_epochs", -1, "a whole number >= 0"),
+    ("window_start", -1, "a whole number >= 0"),
     ("train_on_val", "yes", "True or False"),
     ("train_fraction", 0.0, r"in \(0, 1\]"),
     ("train_fraction", 1.5, r"in \(0, 1\]"),

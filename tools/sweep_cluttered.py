@@ -102,6 +102,10 @@ VARIANTS: dict[str, dict] = {
     "sr_e50_g15_lr8e-3": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "lr": 8e-3},
     "sr_e50_g15_dp0": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "model_kwargs": {"drop_path_rate": 0.0}},
     "sr_e50_g8": {**SPEEDRUN, "epochs": 50, "grid_epochs": 8},
+    # The grid phase on whole canvases (where the model learns to pick the digit out of the clutter), then windows
+    # to learn the sub-patch shifts cheaply, then whole canvases again.
+    "sr_e60_g15_win30from15": {**SPEEDRUN, "epochs": 60, "grid_epochs": 15, "window_tokens": 4, "window_epochs": 30,
+                               "window_start": 15},
     # Muon on the blocks' matrices, AdamW for the rest (vitedu.optimizers), at AdamW's rate and twice it.
     "sr_e50_g15_muon": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "optimizer": "muon"},
     "sr_e50_g15_muon_lr8e-3": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "optimizer": "muon", "lr": 8e-3},

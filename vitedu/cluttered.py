@@ -279,16 +279,18 @@ class ClutteredLoader:
     only then at the loader's own ``position_step`` (e.g. 1, anywhere): the model learns to read a digit first,
     then to read it at every shift.
 
-    ``window`` > 0 with ``window_epochs`` > 0 makes the first ``window_epochs`` epochs cheaper: each batch also
-    carries the patches of a ``window`` x ``window`` block around its digit (:func:`window_patches`), and the
-    model sees only those (``for images, labels, keep in loader``; ``model(images, keep=keep)``).
+    ``window`` > 0 with ``window_epochs`` > 0 makes ``window_epochs`` epochs from epoch ``window_start`` on
+    cheaper: each batch also carries the patches of a ``window`` x ``window`` block around its digit
+    (:func:`window_patches`), and the model sees only those (``for images, labels, keep in loader``;
+    ``model(images, keep=keep)``).
     """
 
     def __init__(
         self, digits: Tensor, labels: Tensor, num_images: int, batch_size: int,
         mean: tuple[float, ...] = CLUTTERED_MEAN, std: tuple[float, ...] = CLUTTERED_STD,
         device: torch.device | str = "cpu", seed: int = 0, augment: Optional[Augment] = None,
-        grid_epochs: int = 0, window: int = 0, window_epochs: int = 0, patch_size: int = GRID_STEP,
+        grid_epochs: int = 0, window: int = 0, window_epochs: int = 0, window_start: int = 0,
+        patch_size: int = GRID_STEP,
         **generator_kwargs: int,
     ) -> None:
         self.digits, self.labels = digits.float() / DIGITS_MAX, labels  # (M, 1, 8, 8) in [0, 1], (M,)
@@ -296,7 +298,8 @@ class ClutteredLoader:
         self.num_images, self.batch_size, self.generator_kwargs = num_images, batch_size, generator_kwargs
         self.device, self.seed, self.epoch = torch.device(device), seed, 0
         self.grid_epochs = grid_epochs
-        self.window, self.window_epochs, self.patch_size = window, window_epochs, patch_size
+        self.window, self.window_epochs, self.window_start = window, window_epochs, window_start
+        self.patch_size = patch_size
         self.mean, self.std = mean[0], std[0]
 
     def set_epoch(self, epoch: int) -> None:
@@ -315,7 +318,7 @@ class ClutteredLoader:
                                                **kwargs)  # drawn in random order already
         images = (images - self.mean) / self.std
         keep = None
-        if self.window and self.epoch < self.window_epochs:  # the cheap part: a window of patches per canvas
+        if self.window and 0 <= self.epoch - self.window_start < self.window_epochs:  # a window of patches each
             grid = images.shape[-1] // self.patch_size
             keep = window_patches(boxes, self.window, grid, self.patch_size, generator)  # (N, window^2)
         for i in range(len(self)):
@@ -349,7 +352,8 @@ def cluttered_loaders(config: Any, device: torch.device | str = "cpu") -> dict[s
         "train": ClutteredLoader(*train, CLUTTERED_SIZES["train"], config.batch_size, seed=config.seed,
                                  augment=AUGMENTATIONS[config.augment], position_step=step,
                                  grid_epochs=config.grid_epochs, window=config.window_tokens,
-                                 window_epochs=config.window_epochs, **common),
+                                 window_epochs=config.window_epochs, window_start=config.window_start,
+                                 **common),
         **{name: TensorLoader(*fixed[name], 500, max_value=1.0, **common) for name in fixed},
     }
 

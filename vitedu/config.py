@@ -64,8 +64,9 @@ class TrainConfig:
     # (create_model("deit_...")) learns the teacher through its distillation token (distillation_token_loss).
     position_step: int = POSITION_STEP  # cluttered_digits: the digit's cell at multiples of this (1: anywhere)
     grid_epochs: int = 0  # cluttered_digits: a curriculum, the first epochs with the digit on the patch grid
-    window_tokens: int = 0  # cluttered_digits: > 0 trains the first window_epochs on a window of patches (a side)
-    window_epochs: int = 0  # around the digit, not the whole canvas: a cheaper step (vitedu.cluttered.window_patches)
+    window_tokens: int = 0  # cluttered_digits: > 0 trains window_epochs epochs from window_start on a window of
+    window_epochs: int = 0  # patches (this many a side) around the digit, not the whole canvas: a cheaper step
+    window_start: int = 0  # (vitedu.cluttered.window_patches)
     train_on_val: bool = False  # fit on train + val (after choosing the recipe on val)
     train_fraction: float = 1.0  # train on a stratified subset (to measure how data-hungry a model is)
     seed: int = 0
@@ -127,6 +128,7 @@ def config_problems(config: TrainConfig) -> list[str]:
         ("window_tokens", c.window_tokens == 0 or _whole(c.window_tokens, 3),
          "0 (the whole canvas) or a window side of at least 3 patches (an 8-pixel digit spans up to 3)"),
         ("window_epochs", _whole(c.window_epochs, 0), "a whole number >= 0"),
+        ("window_start", _whole(c.window_start, 0), "a whole number >= 0 (the first epoch on windows, from 0)"),
         ("train_on_val", isinstance(c.train_on_val, bool), "True or False"),
         ("train_fraction", _real(c.train_fraction) and 0 < c.train_fraction <= 1,
          "in (0, 1] (a share of the training set)"),
