@@ -243,6 +243,27 @@ def test_window_epochs_add_the_window_and_leave_the_canvases_as_they_were():
     assert [len(epoch(e, **later)[0]) for e in range(4)] == [2, 3, 3, 2]
 
 
+def test_processes_share_every_batch_without_overlap():
+    """Under torchrun every process draws the same canvases and keeps every world_size-th of each batch, windows
+    included: together the shares are the one-process batches, canvas for canvas."""
+    digits, labels = D.load_digits()["train"]
+
+    def epoch(**kwargs) -> list:
+        loader = C.ClutteredLoader(digits, labels, 70, 32, seed=3, position_step=1, window=4, window_epochs=1,
+                                   **kwargs)
+        return list(loader)
+
+    whole, shares = epoch(), [epoch(rank=r, world_size=2) for r in range(2)]
+    assert [len(b[0]) for b in shares[0]] == [16, 16, 3] and [len(b[0]) for b in shares[1]] == [16, 16, 3]
+    for one, first, second in zip(whole, *shares):
+        for part in range(3):  # images, labels, keep
+            assert torch.equal(one[part][0::2], first[part]) and torch.equal(one[part][1::2], second[part])
+    with pytest.raises(ValueError, match="2 processes cannot share every batch of 32 canvases out of 65"):
+        C.ClutteredLoader(digits, labels, 65, 32, rank=1, world_size=2)  # the last batch holds 1 canvas
+    with pytest.raises(ValueError, match=r"rank must be in \[0, world_size\)"):
+        C.ClutteredLoader(digits, labels, 64, 32, rank=2, world_size=2)
+
+
 # ------------------------------------------------------------------ behaviours found by mutation testing
 def _two_digit_pool(cell: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
     """Two fully inked digits told apart by their ink: label 0 is 1.0 everywhere, label 1 is 0.5."""

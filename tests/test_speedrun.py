@@ -4,6 +4,7 @@ ends with its one line; a folder that holds a run and bad options are refused in
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import replace
 
@@ -81,6 +82,7 @@ def test_the_command_ends_with_the_line_and_refuses_bad_options(tmp_path, monkey
         torch.set_num_threads(threads)
     config, kwargs = calls[-1]
     assert config == replace(PRESETS["speedrun"], seed=4) and kwargs["precision"] == "fp32"
+    assert kwargs["validate_every"] == S.VALIDATE_EVERY
     assert kwargs["out"] == str(tmp_path / "run") and kwargs["progress"] is False
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert LINE.match(last) and last.startswith("speedrun: test accuracy 50.0 %") and last.endswith("on 1 thread")
@@ -89,6 +91,8 @@ def test_the_command_ends_with_the_line_and_refuses_bad_options(tmp_path, monkey
         (["--threads", "0"], "--threads is a number of CPU threads, at least 1; got 0"),
         (["--resume"], "--resume finishes the run saved in --out: give --out too"),
         (["--seed", "-1"], "seed must be a whole number >= 0; got -1"),
+        (["--epochs", "0"], "epochs must be a whole number >= 1; got 0"),
+        (["--processes", "0"], "--processes is a number of training processes, at least 1; got 0"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             S.main(argv)
@@ -107,3 +111,30 @@ def test_the_command_ends_with_the_line_and_refuses_bad_options(tmp_path, monkey
 def test_a_bad_seed_is_a_config_error_before_any_work():
     with pytest.raises(ConfigError, match="seed must be a whole number >= 0"):
         S.speedrun(seed=-1, log=quiet)
+
+
+def test_a_shorter_run_keeps_the_grid_phase_in_proportion():
+    preset = PRESETS["speedrun"]
+    assert S.recipe(2) == replace(preset, seed=2)
+    short = S.recipe(2, preset.epochs // 2)
+    assert short.epochs == preset.epochs // 2 and short.grid_epochs == round(preset.grid_epochs / 2)
+
+
+def test_several_processes_are_started_by_torchrun_with_the_same_options(tmp_path, monkeypatch):
+    """--processes 2 hands the same command to torchrun's launcher, with the start time for the last line; the
+    copies (WORLD_SIZE set) train. A folder that holds a run is refused before any copy starts."""
+    import torch.distributed.run as run
+
+    started = []
+    monkeypatch.setattr(run, "main", lambda args: started.append(args))
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setenv(S.START, "0")  # restored after the test (launch sets it)
+    argv = ["--seed", "1", "--out", str(tmp_path / "run"), "--processes", "2"]
+    assert S.main(argv) is None
+    assert started == [["--standalone", "--nproc_per_node=2", "-m", "vitedu.speedrun", *argv]]
+    assert float(os.environ[S.START]) > 0
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "train_state.json").write_text("{}")
+    with pytest.raises(SystemExit):
+        S.main(["--out", str(tmp_path / "old"), "--processes", "2"])
+    assert len(started) == 1

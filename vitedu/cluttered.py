@@ -279,6 +279,9 @@ class ClutteredLoader:
     only then at the loader's own ``position_step`` (e.g. 1, anywhere): the model learns to read a digit first,
     then to read it at every shift.
 
+    Several processes (``world_size`` > 1, see vitedu.distributed): every process draws the same canvases and
+    keeps share ``rank`` of each batch (canvases rank, rank + world_size, ...), as ``TensorLoader`` does.
+
     ``window`` > 0 with ``window_epochs`` > 0 makes ``window_epochs`` epochs from epoch ``window_start`` on
     cheaper: each batch also carries the patches of a ``window`` x ``window`` block around its digit
     (:func:`window_patches`), and the model sees only those (``for images, labels, keep in loader``;
@@ -290,16 +293,22 @@ class ClutteredLoader:
         mean: tuple[float, ...] = CLUTTERED_MEAN, std: tuple[float, ...] = CLUTTERED_STD,
         device: torch.device | str = "cpu", seed: int = 0, augment: Optional[Augment] = None,
         grid_epochs: int = 0, window: int = 0, window_epochs: int = 0, window_start: int = 0,
-        patch_size: int = GRID_STEP,
+        patch_size: int = GRID_STEP, rank: int = 0, world_size: int = 1,
         **generator_kwargs: int,
     ) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size) = [0, {world_size}), got rank {rank}")
+        if world_size > 1 and (batch_size < world_size or 0 < num_images % batch_size < world_size):
+            raise ValueError(f"{world_size} processes cannot share every batch of {batch_size} canvases out of "
+                             f"{num_images} (the last has {num_images % batch_size}): every process needs at least "
+                             f"one canvas of each; change the batch size or the number of processes")
         self.digits, self.labels = digits.float() / DIGITS_MAX, labels  # (M, 1, 8, 8) in [0, 1], (M,)
         self.augment = augment
         self.num_images, self.batch_size, self.generator_kwargs = num_images, batch_size, generator_kwargs
         self.device, self.seed, self.epoch = torch.device(device), seed, 0
         self.grid_epochs = grid_epochs
         self.window, self.window_epochs, self.window_start = window, window_epochs, window_start
-        self.patch_size = patch_size
+        self.patch_size, self.rank, self.world_size = patch_size, rank, world_size
         self.mean, self.std = mean[0], std[0]
 
     def set_epoch(self, epoch: int) -> None:
@@ -322,20 +331,22 @@ class ClutteredLoader:
             grid = images.shape[-1] // self.patch_size
             keep = window_patches(boxes, self.window, grid, self.patch_size, generator)  # (N, window^2)
         for i in range(len(self)):
-            batch = slice(i * self.batch_size, (i + 1) * self.batch_size)
+            batch = slice(i * self.batch_size + self.rank, (i + 1) * self.batch_size, self.world_size)  # this share
             if keep is None:
                 yield images[batch].to(self.device), labels[batch].to(self.device)
             else:
                 yield images[batch].to(self.device), labels[batch].to(self.device), keep[batch].to(self.device)
 
 
-def cluttered_loaders(config: Any, device: torch.device | str = "cpu") -> dict[str, Any]:
+def cluttered_loaders(config: Any, device: torch.device | str = "cpu", rank: int = 0,
+                      world_size: int = 1) -> dict[str, Any]:
     """Cluttered digits for training: fresh training canvases every epoch, fixed val and test canvases.
 
     ``config`` is a ``vitedu.train.TrainConfig`` (its ``augment``, ``batch_size``, ``seed``, ``position_step``,
     ``grid_epochs``, ``train_fraction`` and ``train_on_val`` are read). ``train_fraction`` < 1 keeps a stratified
     share of the training *digits* (the whole digits and the clutter are both cut from that share); every epoch
-    still draws the same number of canvases from them.
+    still draws the same number of canvases from them. ``rank`` of ``world_size`` processes trains on its share of
+    every batch and scores its share of val and test (``vitedu.train.evaluate`` adds the shares up).
     Returns {"train": ClutteredLoader, "val"/"test": TensorLoader}."""
     if config.augment not in ("none", "digits", "digits_warp"):
         raise ValueError("cluttered_digits draws new canvases every epoch, and can shift each digit inside its cell "
@@ -345,7 +356,7 @@ def cluttered_loaders(config: Any, device: torch.device | str = "cpu") -> dict[s
     train = stratified_subset(splits["train"], config.train_fraction, config.seed)
     if config.train_on_val:
         train = (torch.cat([train[0], splits["val"][0]]), torch.cat([train[1], splits["val"][1]]))
-    common = dict(mean=CLUTTERED_MEAN, std=CLUTTERED_STD, device=device)
+    common = dict(mean=CLUTTERED_MEAN, std=CLUTTERED_STD, device=device, rank=rank, world_size=world_size)
     step = config.position_step
     fixed = {name: load_cluttered_digits(name, position_step=step)[:2] for name in ("val", "test")}
     return {

@@ -83,10 +83,8 @@ def make_loaders(config: Any, device: torch.device | str = "cpu") -> dict[str, A
 
     Under torchrun each process's loaders hold its share of every batch (vitedu.distributed)."""
     if config.dataset == "cluttered_digits":
-        if distributed.current().distributed:
-            raise ValueError("cluttered_digits draws its canvases in one process; train it without torchrun "
-                             "(multi-process training supports digits, cifar10 and imagefolder)")
-        return cluttered_loaders(config, device)
+        process = distributed.current()
+        return cluttered_loaders(config, device, rank=process.rank, world_size=process.world_size)
     if config.dataset == "digits":
         splits, mean, std, max_value = load_digits(), DIGITS_MEAN, DIGITS_STD, DIGITS_MAX
     elif config.dataset == "cifar10":

@@ -31,6 +31,7 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
+from . import distributed
 from .checkpoints import STATE_FILE
 from .config import PRESETS, ConfigError, TrainConfig
 from .shift import offset_accuracy
@@ -41,6 +42,8 @@ RESULT_FILE = "speedrun.json"
 # How chapter 8 and tests/test_shipped.py read the shipped model's offsets: the test split, 1,000 canvases per
 # offset, canvas seed 11.
 OFFSET_SPLIT, OFFSET_IMAGES, OFFSET_SEED = "test", 1_000, 11
+# Under --processes, the launcher's start time (time.time()) for the copies, so the last line counts the launch.
+START = "VITEDU_SPEEDRUN_START"
 # Validation is scored (and a line logged) every this many epochs, not after each: it saves about a tenth of the time.
 VALIDATE_EVERY = 5
 
@@ -52,10 +55,11 @@ class SpeedrunResult:
     history: History
     test_acc: float  # on the 2,000 test canvases, the digit anywhere
     offsets: torch.Tensor  # (4, 4) accuracy per sub-patch offset of the digit's cell
-    seconds: float  # wall time, from the start to the scores
-    threads: int
+    seconds: float  # wall time, from the command's start to the scores
+    threads: int  # CPU threads in all: processes x threads per process
     device: torch.device
     resumed: bool
+    processes: int = 1
 
     @property
     def worst_offset(self) -> float:
@@ -65,6 +69,8 @@ class SpeedrunResult:
         """The command's last line: ``speedrun: test accuracy A %, worst offset W %, S s on T threads``."""
         plural = "thread" if self.threads == 1 else "threads"
         where = f"{self.threads} {plural}" if self.device.type == "cpu" else f"{self.device.type}"
+        if self.processes > 1:
+            where += f" ({self.processes} processes)"
         resumed = " (resumed: the seconds are this command's only)" if self.resumed else ""
         return (f"speedrun: test accuracy {100 * self.test_acc:.1f} %, worst offset {100 * self.worst_offset:.1f} %, "
                 f"{self.seconds:.0f} s on {where}{resumed}")
@@ -74,32 +80,61 @@ def speedrun(
     seed: int = 0, out: str | os.PathLike | None = None, resume: bool = False,
     device: torch.device | str | None = None,
     progress: Optional[bool] = None, log: Callable[[str], None] = print, config: Optional[TrainConfig] = None,
-) -> SpeedrunResult:
+) -> Optional[SpeedrunResult]:
     """Train ``config`` (default: ``PRESETS["speedrun"]`` with ``seed``) from scratch and score it.
 
     ``out`` receives a checkpoint after every epoch (``resume=True`` carries on from the last one) and, at the
-    end, ``speedrun.json`` with the scores. A folder that already holds a run is refused unless ``resume``:
-    a speedrun's time means nothing if it silently continues an earlier run.
+    end, ``speedrun.json`` with the scores. A folder that already holds a run is refused unless ``resume``
+    (``check_out``). Under torchrun every process trains; rank 0 scores and returns the result, the others None.
     """
-    start = time.perf_counter()
+    start = float(os.environ.get(START, time.time()))  # the launcher's clock, under --processes
     device = torch.device(device) if device is not None else get_device()
-    if out is not None and (Path(out) / STATE_FILE).exists() and not resume:
-        raise FileExistsError(f"{out} already holds a training run ({STATE_FILE}); a speedrun starts from scratch. "
-                              f"Choose a new --out, delete that folder, or pass --resume to finish that run")
-    config = replace(PRESETS["speedrun"], seed=seed) if config is None else config
+    check_out(out, resume)
+    config = recipe(seed) if config is None else config
     result = fit(config, out=out, resume=resume, device=device, progress=progress, log=log, precision="fp32",
                  log_every=VALIDATE_EVERY, validate_every=VALIDATE_EVERY)
+    process = distributed.current()
+    if not process.is_main:  # rank 0 scores and writes; the others are done
+        return None
     offsets = offset_accuracy(result.model, 4, OFFSET_SPLIT, OFFSET_IMAGES, OFFSET_SEED)
     run = SpeedrunResult(result.model.eval(), result.config, result.history, result.test_acc, offsets,
-                         time.perf_counter() - start, torch.get_num_threads(), device,
-                         resumed=len(result.history.epoch) > 0 and resume)
+                         time.time() - start, torch.get_num_threads() * process.world_size, device,
+                         resumed=len(result.history.epoch) > 0 and resume, processes=process.world_size)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         record = {"test_acc": run.test_acc, "worst_offset": run.worst_offset, "offsets": offsets.tolist(),
                   "seconds": round(run.seconds, 1), "threads": run.threads, "device": str(device),
-                  "resumed": run.resumed, "seed": run.config.seed, "line": run.line()}
+                  "processes": run.processes, "resumed": run.resumed, "seed": run.config.seed, "line": run.line()}
         (Path(out) / RESULT_FILE).write_text(json.dumps(record, indent=1) + "\n")
     return run
+
+
+def recipe(seed: int = 0, epochs: Optional[int] = None) -> TrainConfig:
+    """``PRESETS["speedrun"]`` with ``seed``; ``epochs`` shortens or lengthens it, the grid phase in proportion."""
+    preset = PRESETS["speedrun"]
+    if epochs is None:
+        return replace(preset, seed=seed)
+    grid = round(preset.grid_epochs * epochs / preset.epochs) if isinstance(epochs, int) and epochs > 0 else 0
+    return replace(preset, seed=seed, epochs=epochs, grid_epochs=grid)
+
+
+def check_out(out: str | os.PathLike | None, resume: bool) -> None:
+    """Refuse a folder that already holds a run, unless resuming: a speedrun's time means nothing if it silently
+    continues an earlier run."""
+    if out is not None and (Path(out) / STATE_FILE).exists() and not resume:
+        raise FileExistsError(f"{out} already holds a training run ({STATE_FILE}); a speedrun starts from scratch. "
+                              f"Choose a new --out, delete that folder, or pass --resume to finish that run")
+
+
+def launch(processes: int, argv: list[str]) -> None:
+    """Start ``processes`` copies of this command under torchrun (in this process: its launcher is a function),
+    each training on its share of every batch with one CPU thread; the copies read the start time from the
+    environment, so the last line counts the launch too. Raises if a copy failed."""
+    from torch.distributed.run import main as torchrun
+
+    os.environ[START] = repr(time.time())
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torchrun(["--standalone", f"--nproc_per_node={processes}", "-m", "vitedu.speedrun", *argv])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,34 +146,63 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for the checkpoints (after every epoch) and speedrun.json; "
                    "vitedu.load_trained(OUT) reads the model back")
     p.add_argument("--resume", action="store_true", help="finish the run saved in --out")
-    p.add_argument("--threads", type=int, help="CPU threads (default: torch's choice, one per core)")
+    p.add_argument("--epochs", type=int, help="a shorter (or longer) run of the same recipe: the grid phase and the "
+                   "schedule keep their share of the epochs (default: the preset's)")
+    p.add_argument("--threads", type=int, help="CPU threads per process (default: torch's choice, one per core, "
+                   "shared among the processes)")
+    p.add_argument("--processes", type=int, default=1, help="training processes, each with its share of every "
+                   "batch (torchrun, Gloo): on a CPU two processes of one thread each train faster than one "
+                   "process of two threads (benchmarks/README.md, 'The CPU speedrun')")
     p.add_argument("--device", help="cpu, cuda or mps (default: the best available)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a progress bar per epoch (default: only when writing to a terminal)")
     return p
 
 
-def main(argv: Optional[list[str]] = None) -> SpeedrunResult:
-    """The command line. A wrong option or an existing run in --out ends as one line on stderr, not a traceback."""
+def main(argv: Optional[list[str]] = None) -> Optional[SpeedrunResult]:
+    """The command line. A wrong option or an existing run in --out ends as one line on stderr, not a traceback.
+    With ``--processes N`` it starts N copies of itself (``launch``); rank 0 prints the last line."""
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads is a number of CPU threads, at least 1; got {args.threads}")
+    if args.processes < 1:
+        parser.error(f"--processes is a number of training processes, at least 1; got {args.processes}")
     if args.resume and not args.out:
         parser.error("--resume finishes the run saved in --out: give --out too")
+    try:
+        config = recipe(args.seed, args.epochs)  # a bad seed or length fails here, before any process starts
+        check_out(args.out, args.resume)
+    except (ConfigError, FileExistsError) as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if args.processes > 1 and "WORLD_SIZE" not in os.environ:  # the launcher: start the copies, they report
+        launch(args.processes, argv)
+        return None
     if args.threads:
         torch.set_num_threads(args.threads)
+    process, device, started = distributed.setup(args.device)  # under torchrun: join the other copies
     try:
-        run = speedrun(args.seed, args.out, args.resume, args.device, args.progress)
+        run = speedrun(args.seed, args.out, args.resume, device, args.progress,
+                       log=print if process.is_main else _silent, config=config)
     except (ConfigError, FileExistsError, ValueError, OSError) as err:
-        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        if process.is_main:
+            print(f"{parser.prog}: error: {err}", file=sys.stderr)
         raise SystemExit(2 if isinstance(err, (ConfigError, FileExistsError)) else 1) from None
-    print(run.line())
+    finally:
+        distributed.cleanup(started)
+    if run is not None:
+        print(run.line())
     return run
+
+
+def _silent(_: str) -> None:
+    pass
 
 
 if __name__ == "__main__":
     main()
 
 
-__all__ = ["RESULT_FILE", "SpeedrunResult", "main", "speedrun"]
+__all__ = ["RESULT_FILE", "SpeedrunResult", "check_out", "launch", "main", "recipe", "speedrun"]
