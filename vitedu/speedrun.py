@@ -8,13 +8,16 @@ scores the model as chapter 8 scores the shipped one: accuracy on the 2,000 test
 anywhere, and the worst of the 16 sub-patch offsets of the digit (``vitedu.shift.offset_accuracy``, 1,000 test
 canvases each). The last line it prints is
 
-    speedrun: test accuracy 98.6 %, worst offset 97.4 %, 512 s on 2 threads
+    speedrun: test accuracy A %, worst offset W %, S s on T threads
 
 where the seconds are the whole command's wall time, data and scoring included. The recipe differs from the
 shipped model's (``PRESETS["cluttered_digits"]``, 3 million canvases) where a CPU pays: no convnet teacher (on a
-CPU its forward pass alone costs more than the ViT's whole training step), fewer canvases, and what the
-measurements in benchmarks/README.md ("The CPU speedrun") kept. ``speedrun.json`` in ``--out`` records the
-numbers of the last line.
+CPU its forward pass alone costs more than the ViT's whole training step), a sixth of the canvases, and Muon for
+the blocks' weight matrices (``vitedu.optimizers``), which learns more from each canvas; benchmarks/README.md
+("The CPU speedrun") has the measurements behind each choice, and what did not help. ``speedrun.json`` in
+``--out`` records the numbers of the last line.
+
+    python -m vitedu.speedrun --processes 2 --out runs/sr2   # two one-thread processes share every batch
 """
 
 from __future__ import annotations
