@@ -278,7 +278,7 @@ def fit(
     with the saved config, weights, optimizer state, step and history. ``log`` receives one line every
     ``log_every`` epochs (and for the last one), as ``epoch_line`` writes it. ``validate_every=k`` scores the
     validation split only every k epochs (and after the last): the others record NaN, and a short run saves the
-    time (the speedrun spends about a tenth of its time on validation at every epoch).
+    time of scoring the validation split after every epoch.
 
     ``precision`` ("auto", "fp32", "bf16"; see ``autocast_dtype``) and ``compile`` (torch.compile the
     training forward pass) are how the run computes, like ``device``: they are not saved with the config,
