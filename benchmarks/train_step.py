@@ -6,16 +6,17 @@
 For ``vit_cluttered_digits`` at the speedrun's batch (``PRESETS["speedrun"]``), in one process per thread count:
 
 1. the **peak**: a 1024 x 1024 fp32 matrix product, timed in this same process at the same thread count;
-2. the **step**: forward, label-smoothed cross-entropy, backward, gradient clipping and AdamW, as ``fit`` runs
-   it, on random canvases (the data costs nothing here; benchmarks/README.md times the whole loop). Its FLOPs are
-   counted by torch's ``FlopCounterMode``, forward and backward, with attention written out as matrix products
-   while counting: the fused CPU attention kernel has no FLOP formula, so a count through it leaves out the
-   attention's Q K^T and A V (about a fifth of the arithmetic). Softmax, norms, GELU and the optimizer are not
-   counted (they are not matrix products); they are where time goes without arithmetic;
+2. the **step**: forward, label-smoothed cross-entropy, backward, gradient clipping and the preset's optimizer
+   (Muon for the blocks' matrices, AdamW for the rest), as ``fit`` runs it, on random canvases (the data costs
+   nothing here). Its FLOPs are counted by torch's ``FlopCounterMode``, forward and backward, with attention
+   written out as matrix products while counting: the fused CPU attention kernel has no FLOP formula, so a count
+   through it leaves out the attention's Q K^T and A V (about a fifth of the arithmetic). Softmax, norms, GELU
+   and the optimizer are not counted (they are not matrix products); they are where time goes without arithmetic;
 3. **variants** of the step, each timed against the baseline in alternating rounds (so a background job slows
-   both alike): the batch, AdamW's fused and for-loop paths, attention through the explicit softmax, bf16 autocast
-   (it pays only on CPUs with bf16 instructions: the table says what this CPU has), ``torch.compile`` (with
-   ``--compile``: it takes half a minute), and the convnet teacher's forward pass that distillation adds;
+   both alike): the batch, AdamW alone (its for-each, fused and for-loop paths), attention through the explicit
+   softmax, no stochastic depth, bf16 autocast (it pays only on CPUs with bf16 instructions: the first line says
+   what this CPU has), ``torch.compile`` (with ``--compile``: it takes half a minute), and the convnet teacher's
+   forward pass that distillation adds;
 4. a **profile** of the baseline step (torch.profiler), grouped into matrix products, the attention kernel,
    softmax, LayerNorm, GELU, copies, other elementwise work and the optimizer; "outside the kernels" is the
    wall time no operator accounts for (autograd's bookkeeping and Python).
@@ -40,7 +41,7 @@ from torch.utils.flop_counter import FlopCounterMode
 import vitedu
 from vitedu.cnn import ConvTeacher
 from vitedu.config import PRESETS
-from vitedu.train import param_groups
+from vitedu.optimizers import make_optimizer, param_groups
 
 
 def matmul_peak(threads: int, n: int = 1024, dtype: torch.dtype = torch.float32, seconds: float = 1.0) -> float:
@@ -75,12 +76,16 @@ def attention_written_out(model: nn.Module) -> Iterator[None]:
             m.fused_attn = fused
 
 
-def make_step(model: nn.Module, batch: int, optimizer: str = "foreach", precision: str = "fp32",
+def make_step(model: nn.Module, batch: int, optimizer: str = "preset", precision: str = "fp32",
               teacher: nn.Module | None = None, compiled: bool = False) -> Callable[[], None]:
-    """One training step of ``fit`` on random canvases: forward, loss, backward, clipping, AdamW."""
+    """One training step of ``fit`` on random canvases: forward, loss, backward, clipping, the optimizer step.
+    ``optimizer``: "preset" (the speedrun's, ``make_optimizer``), or AdamW alone "foreach", "fused", "for-loop"."""
     config = PRESETS["speedrun"]
-    kwargs = {"fused": True} if optimizer == "fused" else {"foreach": optimizer == "foreach"}
-    opt = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=1e-4, **kwargs)
+    if optimizer == "preset":
+        opt = make_optimizer(model, config.optimizer, 1e-4, config.weight_decay)
+    else:
+        kwargs = {"fused": True} if optimizer == "fused" else {"foreach": optimizer == "foreach"}
+        opt = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=1e-4, **kwargs)
     forward = torch.compile(model) if compiled else model
     images = torch.randn(batch, 1, 32, 32)  # (batch, 1, 32, 32) normalised canvases
     labels = torch.randint(0, 10, (batch,))
@@ -146,7 +151,7 @@ CATEGORIES = [  # (name, operator-name fragments); the first match wins
     ("LayerNorm", ("layer_norm",)),
     ("GELU", ("gelu",)),
     ("copies", ("aten::copy_", "aten::cat", "aten::clone", "aten::contiguous")),
-    ("optimizer", ("_foreach", "adamw", "Optimizer", "aten::addcdiv", "aten::lerp", "aten::sqrt")),
+    ("optimizer", ("_foreach", "adamw", "Optimizer", "aten::addcdiv", "aten::lerp", "aten::sqrt", "muon")),
     ("other elementwise", ("aten::",)),
 ]
 
@@ -193,8 +198,9 @@ def measure(threads: int, batch: int, rounds: int, reps: int, compiled: bool) ->
     variants: dict[str, Callable[[], Callable[[], None]]] = {
         f"batch {batch // 2}": lambda: make_step(build(), batch // 2),
         f"batch {batch * 2}": lambda: make_step(build(), batch * 2),
-        "AdamW fused": lambda: make_step(build(), batch, optimizer="fused"),
-        "AdamW for-loop": lambda: make_step(build(), batch, optimizer="for-loop"),
+        "AdamW alone (for-each)": lambda: make_step(build(), batch, optimizer="foreach"),
+        "AdamW alone, fused": lambda: make_step(build(), batch, optimizer="fused"),
+        "AdamW alone, for-loop": lambda: make_step(build(), batch, optimizer="for-loop"),
         "attention written out": lambda: written_out_step(batch),
         "no stochastic depth": lambda: make_step(build(drop_path_rate=0.0), batch),
         "bf16 autocast": lambda: make_step(build(), batch, precision="bf16"),
