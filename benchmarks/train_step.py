@@ -10,8 +10,9 @@ For ``vit_cluttered_digits`` at the speedrun's batch (``PRESETS["speedrun"]``), 
    (Muon for the blocks' matrices, AdamW for the rest), as ``fit`` runs it, on random canvases (the data costs
    nothing here). Its FLOPs are counted by torch's ``FlopCounterMode``, forward and backward, with attention
    written out as matrix products while counting: the fused CPU attention kernel has no FLOP formula, so a count
-   through it leaves out the attention's Q K^T and A V (about a fifth of the arithmetic). Softmax, norms, GELU
-   and the optimizer are not counted (they are not matrix products); they are where time goes without arithmetic;
+   through it leaves out the attention's Q K^T and A V (about a fifth of the arithmetic). Muon's Newton-Schulz
+   products are counted too (once a step, small beside a batch's). Softmax, norms, GELU and AdamW are not
+   (they are not matrix products); they are where time goes without arithmetic;
 3. **variants** of the step, each timed against the baseline in alternating rounds (so a background job slows
    both alike): the batch, AdamW alone (its for-each, fused and for-loop paths), attention through the explicit
    softmax, no stochastic depth, bf16 autocast (it pays only on CPUs with bf16 instructions: the first line says
