@@ -113,6 +113,8 @@ VARIANTS: dict[str, dict] = {
     # regularisers, and the windows for the sub-patch shifts.
     "sr_m_e50_g15_lr1.6e-2": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "optimizer": "muon", "lr": 1.6e-2},
     "sr_m_e70_g20_lr8e-3": {**SPEEDRUN, "epochs": 70, "grid_epochs": 20, "optimizer": "muon", "lr": 8e-3},
+    "sr_m_e70_g20_lr1.6e-2": {**SPEEDRUN, "epochs": 70, "grid_epochs": 20, "optimizer": "muon", "lr": 1.6e-2},
+    "sr_m_e50_g15_lr3.2e-2": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "optimizer": "muon", "lr": 3.2e-2},
     "sr_m_e50_g15_lr8e-3_dp0": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "optimizer": "muon", "lr": 8e-3,
                                 "model_kwargs": {"drop_path_rate": 0.0}},
     "sr_m_e60_g15_win30from15_lr8e-3": {**SPEEDRUN, "epochs": 60, "grid_epochs": 15, "optimizer": "muon",
