@@ -4,13 +4,19 @@ For every assignment this builds a course directory in a temporary folder (the i
 ``tools/make_assignments.py --course-dir``), runs ``nbgrader generate_assignment``, hands in one
 "student" submission per planted mistake (the student version with the model solution filled in and
 one line changed), runs ``nbgrader autograde`` once for all of them, and reads the per-cell scores from
-nbgrader's gradebook. A mistake in part n must cost exactly part n's points: the hidden tests of later
-parts run on the reference versions of the earlier parts (``vitedu.grading.reference_parts``).
+nbgrader's gradebook. A mistake in part n must cost exactly the points of the cells of part n listed for it
+(and of Part 4 of A3, the training run, for a train_epoch that does not learn): the hidden tests of later parts
+run on the reference versions of the earlier parts (``vitedu.grading.reference_parts``).
+
+Parts are graded in several cells (the core, then the edges), so a slip at an edge costs only its cell: a
+hard-coded d_k, a naive softmax, a -1e9 mask fill, a stride set to the kernel size, norm1 before the MLP, a
+model left in eval mode each keep the other cells of their part.
 
 One autograde run per assignment (every submission of it in one batch) keeps this to a few minutes;
-A3, which trains for a minute per submission, gets three: a mistake in each of two parts, a forgotten
-zero_grad (whose diverged run must cost Part 2 only) and a softmax before the loss (a run that learns slowly).
-There is no all-correct submission: every part keeps its full points in most submissions already.
+A3, which trains for about 15 s per submission, gets four: two slips (train and eval mode), a forgotten
+zero_grad and a step before backward (runs that do not learn, which cost Part 4 too; the second submission also
+has an evaluate that ignores its split), and a softmax before the loss (a run that learns slowly, which costs
+Part 2 only). There is no all-correct submission: every part keeps its full points in most submissions already.
 """
 
 from __future__ import annotations
@@ -33,49 +39,66 @@ SOURCE = ROOT / "notebooks" / "assignments" / "source"
 
 # student -> (assignment, [(solution cell, a line of the model solution, the line with the planted mistake)],
 #             the graded cells that must lose their points; every other graded cell keeps all of them)
+W1, W1G = "test_attention_weights", "test_attention_weights_general"
+AT, ATG = "test_attention", "test_attention_general"
+MASK, MASK_EMPTY = "test_masked_attention", "test_masked_attention_empty"
+PART2 = {"test_train_epoch", "test_train_epoch_mode", "test_train_epoch_loss"}
+PART4 = {"test_trained_model_learns", "test_trained_model"}
 SUBMISSIONS = {
     "a1_softmax_axis": ("a1_attention", [("attention_weights", "return logits.softmax(dim=-1)",
-                                          "return logits.softmax(dim=-2)")], {"test_attention_weights"}),
+                                          "return logits.softmax(dim=-2)")], {W1, W1G}),
     "a1_softmax_heads_axis": ("a1_attention", [("attention_weights", "return logits.softmax(dim=-1)",
-                                                "return logits.softmax(dim=1)")], {"test_attention_weights"}),
+                                                "return logits.softmax(dim=1)")], {W1, W1G}),
     "a1_scale_by_d_v": ("a1_attention", [("attention", "return attention_weights(q, k) @ v",
                                           "logits = q @ k.transpose(-2, -1) / math.sqrt(v.shape[-1])\n"
-                                          "    return logits.softmax(dim=-1) @ v")], {"test_attention"}),
+                                          "    return logits.softmax(dim=-1) @ v")], {AT, ATG}),
     "a1_mask_on_queries": ("a1_attention", [("masked_attention", 'logits = logits.masked_fill(~mask, float("-inf"))',
                                              'logits = logits.masked_fill(~mask.mT, float("-inf"))')],
-                           {"test_masked_attention"}),
-    "a1_hardcoded_dk": ("a1_attention", [("attention_weights", "d_k = q.shape[-1]", "d_k = 8")],
-                        {"test_attention_weights"}),
+                           {MASK, MASK_EMPTY}),
+    # Slips at an edge cost the general cell only: a hard-coded d_k is right for the d_k of the first cell, a naive
+    # softmax for its small logits, a finite fill for every query that keeps a key.
+    "a1_hardcoded_dk": ("a1_attention", [("attention_weights", "d_k = q.shape[-1]", "d_k = 8")], {W1G}),
     "a1_naive_softmax": ("a1_attention", [("attention_weights", "return logits.softmax(dim=-1)",
-                                           "return logits.exp() / logits.exp().sum(dim=-1, keepdim=True)")],
-                         {"test_attention_weights"}),
+                                           "return logits.exp() / logits.exp().sum(dim=-1, keepdim=True)")], {W1G}),
+    "a1_finite_fill": ("a1_attention", [("masked_attention", 'logits = logits.masked_fill(~mask, float("-inf"))',
+                                         "logits = logits.masked_fill(~mask, -1e9)")], {MASK_EMPTY}),
     "a1_transposed_weights": ("a1_attention", [("attention", "return attention_weights(q, k) @ v",
-                                                "return attention_weights(q, k).transpose(-2, -1) @ v")],
-                              {"test_attention"}),
+                                                "return attention_weights(q, k).transpose(-2, -1) @ v")], {AT, ATG}),
     "a1_mask_ignored": ("a1_attention", [("masked_attention", 'logits = logits.masked_fill(~mask, float("-inf"))',
-                                          "logits = logits")], {"test_masked_attention"}),
+                                          "logits = logits")], {MASK, MASK_EMPTY}),
     "a1_qk_swapped": ("a1_attention", [("single_head", "q, k, v = x @ w_q, x @ w_k, x @ w_v",
-                                        "q, k, v = x @ w_k, x @ w_q, x @ w_v")], {"test_single_head"}),
+                                        "q, k, v = x @ w_k, x @ w_q, x @ w_v")],
+                      {"test_single_head", "test_single_head_general"}),
     "a1_head_width": ("a1_attention", [("split_heads", "x = x.reshape(batch, tokens, num_heads, dim // num_heads)",
                                         "x = x.reshape(batch, tokens, dim // num_heads, num_heads)")],
-                      {"test_split_heads"}),
+                      {"test_split_heads", "test_split_heads_general"}),
     "a1_interleaved_merge": ("a1_attention", [("merge_heads", "return x.transpose(1, 2).reshape(",
-                                               "return x.permute(0, 2, 3, 1).reshape(")], {"test_merge_heads"}),
+                                               "return x.permute(0, 2, 3, 1).reshape(")],
+                             {"test_merge_heads", "test_merge_heads_general"}),
     "a1_sqrt_D_in_module": ("a1_attention", [("multi_head_attention",
                                               "return self.proj(merge_heads(attention(q, k, v)))",
                                               "logits = q @ k.transpose(-2, -1) / math.sqrt(x.shape[-1])\n"
                                               "        return self.proj(merge_heads(logits.softmax(dim=-1) @ v))")],
-                            {"test_multi_head_attention"}),
+                            {"test_multi_head_attention", "test_multi_head_attention_general"}),
     "a2_column_major": ("a2_patches_to_vit", [("patchify", "x = x.permute(0, 2, 4, 3, 5, 1)",
-                                               "x = x.permute(0, 4, 2, 3, 5, 1)")], {"test_patchify"}),
+                                               "x = x.permute(0, 4, 2, 3, 5, 1)")],
+                        {"test_patchify", "test_patchify_general"}),
     "a2_unfold_kernel_order": ("a2_patches_to_vit", [("unfold_embedding", "weight = conv.weight.flatten(1)",
                                                       "weight = conv.weight.permute(0, 2, 3, 1).flatten(1)")],
-                               {"test_unfold_embedding"}),
+                               {"test_unfold_embedding", "test_unfold_embedding_overlapping"}),
+    # Windows cut at the kernel's stride: right for patches (kernel = stride), wrong for overlapping windows.
+    "a2_stride_is_kernel": ("a2_patches_to_vit", [("unfold_embedding", "stride=conv.stride)",
+                                                   "stride=conv.kernel_size)")], {"test_unfold_embedding_overlapping"}),
     "a2_no_bias": ("a2_patches_to_vit", [("patch_embedding", "return self.proj(patchify(images, self.patch_size))",
                                           "return patchify(images, self.patch_size) @ self.proj.weight.T")],
-                   {"test_patch_embedding"}),
+                   {"test_patch_embedding", "test_patch_embedding_general"}),
+    # The block is graded per branch, then whole: norm1 before the MLP leaves the attention branch right.
     "a2_norm1_twice": ("a2_patches_to_vit", [("encoder_block", "x = x + self.mlp(self.norm2(x))",
-                                              "x = x + self.mlp(self.norm1(x))")], {"test_encoder_block"}),
+                                              "x = x + self.mlp(self.norm1(x))")],
+                       {"test_encoder_block_mlp", "test_encoder_block"}),
+    "a2_no_attention_residual": ("a2_patches_to_vit", [("encoder_block", "x = x + attended  # tokens exchange",
+                                                        "x = attended  # tokens exchange")],
+                                 {"test_encoder_block_attention", "test_encoder_block_mlp", "test_encoder_block"}),
     # Part 5 is graded in three cells (forward 3, shape 1, [CLS] path 2 points). The [CLS] cell checks
     # head(norm(blocks(cls_token + pos_embed[:, 0]))) at depth >= 1, so a mistake on that path loses it as well
     # as the forward one (1 of 6 points left); a forward that never runs the blocks, or normalises before
@@ -99,18 +122,27 @@ SUBMISSIONS = {
     "a2_every_token": ("a2_patches_to_vit", [("vit_forward", "return self.head(x[:, 0])  # classify from [CLS]",
                                               "return self.head(x)")],
                        {"test_vit_forward", "test_vit_shape", "test_vit_cls_token"}),
-    # A3 trains for about a minute per submission, so its two mistakes (in two parts) share one submission.
+    # A3 trains for about 15 s per submission, so mistakes in different parts share a submission. Slips: the model
+    # left in eval mode costs Part 2's training-mode cell and, in evaluate, Part 3's second cell; the run still
+    # learns (the model has no dropout), so Part 4 keeps its points (85 % is asked only of a right train_epoch).
     "a3_no_train_no_eval_mode": ("a3_training", [("train_epoch", "model.train()", "pass  # model.train() forgotten"),
                                                  ("evaluate", "model.eval()", "pass  # model.eval() forgotten")],
-                                 {"test_train_epoch", "test_evaluate"}),
-    # Without zero_grad the run diverges: only Part 2 may lose points (Part 4 asks for 85 % only when
-    # train_epoch passes its check; Part 6 is tested on a model of the grader's own, not on the run).
+                                 {"test_train_epoch_mode", "test_evaluate_exact"}),
+    # Without zero_grad the run diverges and does not learn: Part 2, and Part 4, which asks of any train_epoch
+    # that the run learns (Part 6 is tested on a model of the grader's own, not on the run).
     "a3_no_zero_grad": ("a3_training", [("train_epoch", "optimizer.zero_grad()",
-                                         "pass  # optimizer.zero_grad() forgotten")], {"test_train_epoch"}),
-    # Probabilities handed to cross_entropy: the run learns slowly, and only Part 2 may lose points for it.
+                                         "pass  # optimizer.zero_grad() forgotten")], PART2 | PART4),
+    # optimizer.step() before loss.backward(): every step finds no gradients, the model never learns (Part 2 and
+    # Part 4); and an evaluate that ignores its split and scores the training images (both cells of Part 3).
+    "a3_step_before_backward_evaluate_on_train": (
+        "a3_training", [("train_epoch", "loss.backward()\n        optimizer.step()",
+                         "optimizer.step()\n        loss.backward()"),
+                        ("evaluate", "loader(split, batch_size=500)", 'loader("train", batch_size=500)')],
+        PART2 | PART4 | {"test_evaluate", "test_evaluate_exact"}),
+    # Probabilities handed to cross_entropy: the run learns slowly (about 70 %), so only Part 2 loses points.
     "a3_softmax_before_loss": ("a3_training", [("train_epoch", "loss = F.cross_entropy(model(images), labels)",
                                                 "loss = F.cross_entropy(model(images).softmax(-1), labels)")],
-                               {"test_train_epoch"}),
+                               PART2),
 }
 ASSIGNMENTS = sorted({assignment for assignment, _, _ in SUBMISSIONS.values()})
 

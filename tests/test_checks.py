@@ -17,10 +17,12 @@ from torch import nn
 import vitedu
 from vitedu.checks import (
     CheckFailed,
+    check_accuracy,
     check_attention,
     check_attention_weights,
     check_cls_attention,
     check_encoder_block,
+    check_evaluate,
     check_masked_attention,
     check_multi_head_attention,
     check_multi_head_merge,
@@ -225,7 +227,7 @@ def test_attention_mistakes_are_diagnosed(mistake, hint):
 @pytest.mark.parametrize(
     "mistake, hint",
     [
-        (dict(scale_by_width=True), r"scaled by sqrt\(D\) = sqrt\(16\).*d_k = 4"),
+        (dict(scale_by_width=True), r"scaled by sqrt\(D\) = sqrt\(12\).*d_k = 4"),
         (dict(swap_qk=True), r"queries and keys are swapped \(q = x @ w_k"),
         (dict(v_from="w_q"), r"v = x @ w_v"),
     ],
@@ -240,7 +242,7 @@ def test_single_head_without_value_projection_is_a_shape_error_with_hint():
         q, k = x @ w_q, x @ w_k
         return torch.softmax(q @ k.transpose(-2, -1) / 2, dim=-1) @ x
 
-    with pytest.raises(CheckFailed, match=r"(?s)axis 2 \(d_k\) has size 16 instead of 4.*v = x @ w_v"):
+    with pytest.raises(CheckFailed, match=r"(?s)axis 2 \(d_k\) has size 12 instead of 4.*v = x @ w_v"):
         check_single_head(no_value_projection)
 
 
@@ -656,7 +658,7 @@ def _stub_vit():
 
 def test_an_unknown_mistake_gets_the_generic_message_with_the_error_size():
     with pytest.raises(CheckFailed, match=r"right shape but wrong values: the largest difference"):
-        check_attention(lambda q, k, v: attention(q, k, v) * 1.1)
+        check_attention(lambda q, k, v: attention(q, k, v) + 0.1)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -768,7 +770,7 @@ def test_a_hard_coded_d_k_is_named():
         q, k, v = x @ w_q, x @ w_k, x @ w_v
         return torch.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v
 
-    with pytest.raises(CheckFailed, match=r"(?s)size is hard-coded.*D=16, d_k=4.*D=12, d_k=3.*1 / sqrt\(4\)"):
+    with pytest.raises(CheckFailed, match=r"(?s)size is hard-coded.*D=12, d_k=4.*D=10, d_k=5.*1 / sqrt\(4\)"):
         check_single_head(single_head_sqrt4)
 
 
@@ -906,7 +908,8 @@ def train_epoch(model, batches, optimizer, mistake=None):
         logits = model(images)
         if mistake == "softmax":  # probabilities handed to cross_entropy, which takes logits
             logits = logits.softmax(dim=-1)
-        loss = nn.functional.cross_entropy(logits, labels, reduction="sum" if mistake == "sum" else "mean")
+        loss_fn = nn.functional.nll_loss if mistake == "nll" else nn.functional.cross_entropy
+        loss = loss_fn(logits, labels, reduction="sum" if mistake == "sum" else "mean")
         if mistake not in ("no_zero_grad", "zero_grad_before_step"):
             optimizer.zero_grad()
         loss.backward()
@@ -939,6 +942,7 @@ def test_correct_train_epoch_passes_on_every_device(device, capsys):
         ("batch_mean", r"mean of the batch losses.*weight each batch by its size"),
         ("sum", r"summed over the batch \(reduction='sum'\).*mean over the batch"),
         ("softmax", r"softmax before F.cross_entropy.*raw logits"),
+        ("nll", r"F.nll_loss on the model's raw logits"),
     ],
 )
 def test_train_epoch_mistakes_are_diagnosed(mistake, hint):
@@ -1007,3 +1011,114 @@ def test_the_docstring_lists_every_check():
     for name in checks.__all__:
         if name.startswith("check_"):
             assert f"{name}" in checks.__doc__, f"{name} is missing from the list of diagnosed mistakes"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Issue 57: accuracy and evaluate have checks; every check grades aspects (only=) for partial credit
+
+
+def accuracy(logits, labels):
+    return (logits.argmax(dim=-1) == labels).float().mean().item()
+
+
+def make_evaluate(device, ignore_split=False):
+    """A3's evaluate as a student writes it, reading the digits through a loader on ``device``."""
+    from vitedu.data import DIGITS_MAX, DIGITS_MEAN, DIGITS_STD, TensorLoader, load_digits
+
+    splits = load_digits()
+
+    @torch.no_grad()
+    def evaluate(model, split):
+        images, labels = splits["train" if ignore_split else split]
+        batches = TensorLoader(images, labels, 500, mean=DIGITS_MEAN, std=DIGITS_STD, max_value=DIGITS_MAX,
+                               device=device)
+        model.eval()
+        logits, ys = zip(*[(model(x), y) for x, y in batches])
+        logits, ys = torch.cat(logits), torch.cat(ys)
+        return nn.functional.cross_entropy(logits, ys).item(), accuracy(logits, ys)
+
+    return evaluate
+
+
+def test_correct_accuracy_and_evaluate_pass_on_every_device(device, capsys):
+    check_accuracy(accuracy, device=device)
+    check_evaluate(make_evaluate(device), device=device)
+    out = capsys.readouterr().out
+    assert "✓ check_accuracy passed" in out and "✓ check_evaluate passed" in out
+
+
+def test_an_evaluate_that_ignores_its_split_is_named():
+    with pytest.raises(CheckFailed, match=r"scored the training images, not the validation images.*split argument"):
+        check_evaluate(make_evaluate("cpu", ignore_split=True), device="cpu", only="split")
+
+
+ASPECTS = [
+    (check_attention_weights, attention_weights, "values"),
+    (check_attention, attention, "values"),
+    (check_masked_attention, masked_attention, "padding"),
+    (check_single_head, single_head, "values"),
+    (check_multi_head_split, split_heads, "values"),
+    (check_multi_head_merge, merge_heads, "values"),
+    (check_multi_head_attention, make_mhsa(), "values"),
+    (check_patchify, patchify, "values"),
+    (check_patch_embedding, make_patch_embed(), "values"),
+    (check_unfold_embedding, embed_with_unfold, "patches"),
+    (check_encoder_block, make_block(), "attention branch"),
+    (check_encoder_block, make_block(), "MLP branch"),
+    (check_accuracy, accuracy, "values"),
+    (check_train_epoch, train_epoch, "update"),
+    (check_train_epoch, train_epoch, "training mode"),
+    (check_train_epoch, train_epoch, "mean loss"),
+    (check_cls_attention, cls_attention, "weights"),
+    (check_cls_attention, cls_attention, "raw weights"),
+]
+
+
+@pytest.mark.parametrize("check, solution, only", ASPECTS, ids=lambda x: x if isinstance(x, str) else None)
+def test_every_aspect_passes_a_right_solution_and_says_which(check, solution, only, capsys):
+    check(solution, only=only)
+    out = capsys.readouterr().out
+    assert out.startswith(f"✓ {check.__name__} passed") and max(map(len, out.splitlines())) <= PAGE_WIDTH
+
+
+def test_an_unknown_aspect_is_an_error_that_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown only='values'; choose one of 'padding'"):
+        check_masked_attention(masked_attention, only="values")
+
+
+@pytest.mark.parametrize(
+    "check, slip, only",
+    [
+        (check_masked_attention, functools.partial(masked_attention, mistake="finite"), "padding"),
+        (check_masked_attention, functools.partial(masked_attention, mistake="nan"), "padding"),
+        (check_attention_weights, naive_attention_weights, "values"),
+        (check_attention_weights, hardcoded_attention_weights, "values"),
+        (check_unfold_embedding, functools.partial(embed_with_unfold, mistake="stride"), "patches"),
+        (check_train_epoch, functools.partial(train_epoch, mistake="batch_mean"), "update"),
+        (check_train_epoch, functools.partial(train_epoch, mistake="batch_mean"), "training mode"),
+        (check_train_epoch, functools.partial(train_epoch, mistake="no_train"), "mean loss"),
+        (check_cls_attention, functools.partial(cls_attention, mistake="renormalised"), "weights"),
+        (check_cls_attention, functools.partial(cls_attention, mistake="hard_coded_grid"), "raw weights"),
+        (check_encoder_block, make_block("norm1_twice"), "attention branch"),
+    ],
+)
+def test_a_slip_passes_the_core_aspects_and_fails_the_whole_check(check, slip, only, capsys):
+    check(slip, only=only)
+    with pytest.raises(CheckFailed):
+        check(slip)
+
+
+@pytest.mark.parametrize(
+    "check, broken, only",
+    [
+        (check_masked_attention, functools.partial(masked_attention, mistake="inverted"), "padding"),
+        (check_train_epoch, functools.partial(train_epoch, mistake="no_step"), "training mode"),
+        (check_train_epoch, functools.partial(train_epoch, mistake="zero_grad_before_step"), "mean loss"),
+        (check_cls_attention, functools.partial(cls_attention, mistake="head_0"), "raw weights"),
+        (check_encoder_block, make_block("post_norm"), "MLP branch"),
+        (check_attention_weights, functools.partial(attention_weights, axis=-2), "values"),
+    ],
+)
+def test_a_broken_mechanism_fails_every_aspect(check, broken, only):
+    with pytest.raises(CheckFailed):
+        check(broken, only=only)

@@ -96,7 +96,9 @@ def part_is_right(name: str, fn: Callable[..., Any]) -> bool:
 
     For a part that has no function of its own but runs an earlier one, such as A3's training run (Part 4), which
     runs the student's ``train_epoch``: when the earlier part is wrong its points are already lost there, and the
-    later part is graded on what is left to it (error carried forward), not charged the same mistake again.
+    later part is graded on what is left to it (error carried forward), not charged the same mistake again. What
+    is left to it is real: A3's Part 4 still asks that the run learns (more than 50 % of the validation images
+    right), so a loop that never moves the weights earns nothing there either.
     """
     from .checks import CheckFailed, check_cls_attention, check_train_epoch
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import torch
 from torch import Tensor, nn
@@ -28,6 +28,10 @@ PAGE_WIDTH = 76
 
 class CheckFailed(AssertionError):
     """A check found a mistake; the message names the likely mistake and how to fix it."""
+
+
+class StudentError(CheckFailed):
+    """The student's code raised an exception (other than the NotImplementedError of an unfilled cell)."""
 
 
 class WrongSize(CheckFailed):
@@ -52,8 +56,38 @@ def _where_not_implemented(err: BaseException) -> str:
     return getattr(code, "co_qualname", code.co_name)  # co_qualname: Python 3.11+
 
 
+# Errors whose message says little to a student, each with what usually causes it and the fix: (words of the
+# error message, the explanation). The first whose words all occur in the message is added to the report.
+_ERROR_HINTS: list[tuple[tuple[str, ...], str]] = [
+    (("same device",), "Create new tensors on the device of the inputs (e.g. torch.zeros_like(x), "
+     "torch.ones(..., device=x.device)) instead of the default CPU."),
+    (("view size is not compatible",),
+     "After a transpose the memory is not contiguous: use .reshape(...) instead of .view(...)."),
+    (("modified by an inplace operation",),
+     "optimizer.step() changed the weights in place after the forward pass and before loss.backward(), which "
+     "still needed the old weights (the step used the previous batch's gradients). The order within each batch "
+     "is: forward and loss, optimizer.zero_grad(), loss.backward(), optimizer.step()."),
+    (("does not require grad",),
+     "The loss has no gradient graph: the forward pass ran under torch.no_grad() (or the logits were detached, "
+     "e.g. with .item() or .detach()). Training needs the graph: run the model outside torch.no_grad()."),
+    (("unsupported operand", "tuple"),
+     "A tuple met a tensor: vitedu's attention and blocks return a pair (output, attention weights or None). "
+     "Unpack it, out, _ = self.attn(x) (or take [0]), before adding it to x."),
+    (("'tuple' object has no attribute",),
+     "A tuple was used as a tensor: vitedu's attention and blocks return a pair (output, attention weights or "
+     "None). Unpack it, x, _ = block(x) (or out, _ = self.attn(x)), before using the output."),
+    (("mean(): could not infer output dtype",),
+     "(predictions == labels) is a tensor of booleans, which has no mean: convert it first, "
+     "(predictions == labels).float().mean()."),
+    (("Sizes of tensors must match except in dimension",),
+     "torch.cat needs the same sizes on every other axis: self.cls_token has shape (1, 1, D); expand it to the "
+     "batch first, self.cls_token.expand(x.shape[0], -1, -1)."),
+]
+
+
 def run_student(fn: Callable[..., Any], *args: Any, what: str, hint: str = "") -> Any:
-    """Call the student's code; turn a stub or a crash into a CheckFailed that says what to do."""
+    """Call the student's code; turn a stub or a crash into a CheckFailed that says what to do
+    (a ``StudentError`` for a crash)."""
     try:
         return fn(*args)
     except NotImplementedError as err:
@@ -63,22 +97,17 @@ def run_student(fn: Callable[..., Any], *args: Any, what: str, hint: str = "") -
         ) from None
     except Exception as err:
         shapes = ", ".join(f"{tuple(a.shape)}" for a in args if isinstance(a, Tensor))
-        extra = ""
-        if "same device" in str(err):
-            extra = (
-                " Create new tensors on the device of the inputs (e.g. torch.zeros_like(x), "
-                "torch.ones(..., device=x.device)) instead of the default CPU."
-            )
-        elif "view size is not compatible" in str(err):
-            extra = " After a transpose the memory is not contiguous: use .reshape(...) instead of .view(...)."
-        elif isinstance(err, IndexError) and "shape of the mask" in str(err):
+        extra = next((text for words, text in _ERROR_HINTS if all(w in str(err) for w in words)), "")
+        if extra:
+            hint = ""  # the explanation of this error replaces the check's generic hint
+        if isinstance(err, IndexError) and "shape of the mask" in str(err):
             extra = (
                 " Indexing with a boolean mask, t[mask], needs a mask of t's full shape: it does not broadcast. "
                 "masked_fill broadcasts a mask such as (batch, 1, 1, keys) over the heads and queries: "
                 "logits = logits.masked_fill(~mask, float('-inf'))."
             )
             hint = ""  # the generic hint of the check (about k.T, ...) does not apply to this error
-        raise CheckFailed(
+        raise StudentError(
             f"{what} raised {type(err).__name__}: {err}"
             + (f"\n(called with tensors of shape {shapes})" if shapes else "")
             + (f"\n{extra.strip()}" if extra else "")
@@ -117,11 +146,18 @@ def tensor_out(out: Any, what: str) -> Tensor:
 # Comparing with the reference and with the deliberately wrong variants
 
 
-def close(got: Tensor, ref: Tensor) -> bool:
+def close(got: Tensor, ref: Tensor, nan_equal: bool = False) -> bool:
+    """Equal within the checks' tolerance. With ``nan_equal``, NaN where ``ref`` has NaN counts as equal (a
+    deliberately wrong variant may produce NaN, e.g. a softmax over a row of -inf)."""
     if got.shape != ref.shape:
         return False
     got = got.to(device=ref.device, dtype=ref.dtype)
-    if not torch.isfinite(got).all():
+    if nan_equal:
+        nan = torch.isnan(ref)
+        if not torch.equal(torch.isnan(got), nan):
+            return False
+        got, ref = got.masked_fill(nan, 0.0), ref.masked_fill(nan, 0.0)
+    if not torch.isfinite(got).all() or not torch.isfinite(ref).all():
         return False
     return bool((got - ref).abs().max() <= TOLERANCE * ref.abs().max() + 1e-5)
 
@@ -145,20 +181,36 @@ def check_shape(got: Tensor, expected: tuple[int, ...], axes: tuple[str, ...], w
     raise CheckFailed(message + (f"\n{hint}" if hint else ""))
 
 
-def diagnose(got: Tensor, ref: Tensor, variants: list[tuple[str, Callable[[], Tensor]]], what: str,
-              otherwise: str = "", fit: Callable[[Tensor], str | None] | None = None) -> None:
-    """Pass if ``got`` matches ``ref``; else name the first deliberately wrong variant it matches, or what
-    ``fit`` finds when it fits a parameter (a scale, ...) of the computation to ``got``."""
+Variants = Iterable[tuple[str, Callable[[], Tensor]]]
+
+
+def diagnose(got: Tensor, ref: Tensor, variants: Variants, what: str, otherwise: str = "",
+             fit: Callable[[Tensor], str | None] | None = None, fallback: Callable[[], None] | None = None) -> None:
+    """Pass if ``got`` matches ``ref``; else name the first deliberately wrong variant it matches (NaN where
+    the variant has NaN counts as a match: a variant may be a softmax of a row of -inf), or what ``fit`` finds
+    when it fits a parameter (a scale, ...) of the computation to ``got``, or what ``fallback`` finds (it
+    raises a CheckFailed, or returns when it has nothing to say).
+
+    ``variants`` may be a generator: the variants are computed one by one until one matches, so a family of
+    many deliberately wrong computations (every combination of two mistakes, say) costs only what it tries.
+    """
     if close(got, ref):
         return
-    if not torch.isfinite(got).all():
-        raise CheckFailed(f"{what} returned NaN or inf values. Look for a division by zero or a log of zero.")
+    finite = bool(torch.isfinite(got).all())
     for hint, variant in variants:
-        if close(got, variant()):
+        try:
+            expected = variant()
+        except (RuntimeError, IndexError, ValueError):
+            continue  # a mistake that cannot be made with inputs of these shapes
+        if close(got, expected, nan_equal=not finite):
             raise CheckFailed(f"{what}: {hint}")
+    if not finite:
+        raise CheckFailed(f"{what} returned NaN or inf values. Look for a division by zero or a log of zero.")
     hint = fit(got) if fit is not None else None
     if hint:
         raise CheckFailed(f"{what}: {hint}")
+    if fallback is not None:
+        fallback()
     err = (got.to(ref.device, ref.dtype) - ref).abs().max().item()
     raise CheckFailed(
         f"{what} returns the right shape but wrong values: the largest difference from vitedu's result is "
@@ -227,12 +279,28 @@ def randn(gen: torch.Generator, *shape: int, device: torch.device) -> Tensor:
     return torch.randn(*shape, generator=gen).to(device)
 
 
+def aspect(only: str | None, choices: tuple[str, ...], check: str) -> str | None:
+    """Validate a check's ``only=`` argument: None (everything) or one of its aspects."""
+    if only is not None and only not in choices:
+        raise ValueError(f"{check}: unknown only={only!r}; choose one of {', '.join(map(repr, choices))}, "
+                         "or leave it out to check everything")
+    return only
+
+
 def other_sizes(first: str, second: str, run: Callable[[], None]) -> None:
-    """Run a check's second configuration. The first one passed, so a failure here means a hard-coded size."""
+    """Run a check's second configuration. The first one passed, so a failure here means a hard-coded size
+    (or code that works for one number of axes only, when the second configuration has another)."""
     try:
         run()
     except WrongSize:
         raise
+    except StudentError as err:
+        raise CheckFailed(
+            f"a size is hard-coded, or a number of axes assumed: your code is right for {first} but raises an "
+            f"error for {second}. Read every size from the inputs and index axes from the end (x.shape[-1], "
+            "k.transpose(-2, -1)), so that it works for any sizes and any number of leading axes.\n"
+            f"What went wrong with the second sizes: {err}"
+        ) from None
     except CheckFailed as err:
         raise CheckFailed(
             f"a size is hard-coded: your code is right for {first} but not for {second}. Read every size from "
