@@ -84,8 +84,14 @@ def test_untrained_weights_are_the_recipes_initialisation_in_float16(data, nets)
     stored = tool.unpack(data, "untrained")
     init = nets["untrained"].state_dict()
     assert data["weights"]["untrained"]["dtype"] == "float16"
+    # The initialisation's last float32 bits depend on the CPU's kernels (the file was written with AVX2 ones;
+    # with ATen's generic kernels 39 of the 140,000 values round to the neighbouring float16): every value is
+    # the rounded initialisation or one float16 step from it, and almost all are exactly it.
     for key, tensor in init.items():
-        assert torch.equal(stored[key], tensor.half().float()), key
+        rounded = tensor.half()
+        step = (torch.nextafter(rounded, torch.full_like(rounded, float("inf"))).float() - rounded.float()).abs()
+        assert ((stored[key] - rounded.float()).abs() <= step).all(), key
+        assert (stored[key] != rounded.float()).float().mean() < 1e-3, key
     # guards against writing one model twice
     assert not torch.equal(stored["blocks.0.attn.qkv.weight"], tool.unpack(data, "trained")["blocks.0.attn.qkv.weight"])
 
