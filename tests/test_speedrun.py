@@ -108,6 +108,19 @@ def test_the_command_ends_with_the_line_and_refuses_bad_options(tmp_path, monkey
     assert exit_info.value.code == 2 and "already holds a training run" in err and len(err.strip().splitlines()) == 1
 
 
+def test_resume_names_the_run_resumed_only_when_its_folder_held_one(tmp_path, monkeypatch):
+    """--resume on an empty folder trains from scratch, and the line does not call that run resumed."""
+    monkeypatch.setattr(S, "fit", lambda config, **kwargs: Result(
+        vitedu.create_model(config.model, **TINY.model_kwargs), vitedu.train.History(), 0.5, config, optimizer=None))
+    monkeypatch.setattr(S, "offset_accuracy", lambda *args: torch.full((4, 4), 0.5))
+    fresh = S.speedrun(out=tmp_path / "empty", resume=True, device="cpu", log=quiet, config=TINY)
+    assert not fresh.resumed and "resumed" not in fresh.line()
+    (tmp_path / "held").mkdir()
+    (tmp_path / "held" / "train_state.json").write_text("{}")
+    held = S.speedrun(out=tmp_path / "held", resume=True, device="cpu", log=quiet, config=TINY)
+    assert held.resumed and "(resumed: the seconds are this command's only)" in held.line()
+
+
 def test_a_bad_seed_is_a_config_error_before_any_work():
     with pytest.raises(ConfigError, match="seed must be a whole number >= 0"):
         S.speedrun(seed=-1, log=quiet)

@@ -95,6 +95,7 @@ def speedrun(
     device = torch.device(device) if device is not None else get_device()
     check_out(out, resume)
     config = recipe(seed) if config is None else config
+    resumed = resume and out is not None and (Path(out) / STATE_FILE).exists()  # an empty --out starts afresh
     result = fit(config, out=out, resume=resume, device=device, progress=progress, log=log, precision="fp32",
                  log_every=VALIDATE_EVERY, validate_every=VALIDATE_EVERY)
     process = distributed.current()
@@ -103,7 +104,7 @@ def speedrun(
     offsets = offset_accuracy(result.model, 4, OFFSET_SPLIT, OFFSET_IMAGES, OFFSET_SEED)
     run = SpeedrunResult(result.model.eval(), result.config, result.history, result.test_acc, offsets,
                          time.time() - start, torch.get_num_threads() * process.world_size, device,
-                         resumed=len(result.history.epoch) > 0 and resume, processes=process.world_size)
+                         resumed=resumed, processes=process.world_size)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         record = {"test_acc": run.test_acc, "worst_offset": run.worst_offset, "offsets": offsets.tolist(),
