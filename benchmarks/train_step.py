@@ -5,7 +5,8 @@
 
 For ``vit_cluttered_digits`` at the speedrun's batch (``PRESETS["speedrun"]``), in one process per thread count:
 
-1. the **peak**: a 1024 x 1024 fp32 matrix product, timed in this same process at the same thread count;
+1. the **peak**: a 1024 x 1024 fp32 matrix product, timed in this same process at the same thread count, before
+   and after the step's timings (the higher of the two);
 2. the **step**: forward, label-smoothed cross-entropy, backward, gradient clipping and the preset's optimizer
    (Muon for the blocks' matrices, AdamW for the rest), as ``fit`` runs it, on random canvases (the data costs
    nothing here). Its FLOPs are counted by torch's ``FlopCounterMode``, forward and backward, with attention
@@ -219,8 +220,12 @@ def measure(threads: int, batch: int, rounds: int, reps: int, compiled: bool) ->
         per_image = (t_var / variant_batch) / (t_base / batch)  # < 1: faster per canvas
         rows.append({"variant": name, "images_per_s": variant_batch / t_var, "time_per_image_vs_baseline": per_image})
     t_base = statistics.median(base_times)
+    # The peak moves on a shared host; timed again after the variants, the higher of the two is the denominator
+    # (the stricter share).
+    peaks = (peak, matmul_peak(threads))
+    peak = max(peaks)
     return {
-        "threads": threads, "batch": batch, "peak_gflops": peak / 1e9, "mflop_per_image": flops / batch / 1e6,
+        "threads": threads, "batch": batch, "peak_gflops": peak / 1e9, "peaks_gflops": [p / 1e9 for p in peaks], "mflop_per_image": flops / batch / 1e6,
         "mflop_per_image_through_kernel": flops_kernel / batch / 1e6, "step_s": t_base,
         "images_per_s": batch / t_base, "gflops": flops / t_base / 1e9, "share_of_peak": flops / t_base / peak,
         "variants": rows, "profile": profile_step(baseline),
@@ -230,7 +235,7 @@ def measure(threads: int, batch: int, rounds: int, reps: int, compiled: bool) ->
 def report(result: dict) -> None:
     r = result
     print(f"\n{r['threads']} thread(s), batch {r['batch']}: matmul peak {r['peak_gflops']:.1f} GFLOP/s (1024^3 fp32, "
-          f"this process)")
+          f"this process; the higher of {' and '.join(f'{p:.1f}' for p in r['peaks_gflops'])}, before and after)")
     print(f"  step {1e3 * r['step_s']:.0f} ms = {r['images_per_s']:.0f} canvases/s x {r['mflop_per_image']:.1f} MFLOP "
           f"(attention written out; {r['mflop_per_image_through_kernel']:.1f} counted through the fused kernel) = "
           f"{r['gflops']:.1f} GFLOP/s = {100 * r['share_of_peak']:.0f} % of peak")
