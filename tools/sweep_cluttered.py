@@ -122,6 +122,8 @@ VARIANTS: dict[str, dict] = {
                           "batch_size": 128},
     "sr_m_e50_g15_reg0": {**SPEEDRUN, "epochs": 50, "grid_epochs": 15, "optimizer": "muon", "lr": 1.6e-2,
                           "label_smoothing": 0.0, "model_kwargs": {"drop_path_rate": 0.0}},
+    "sr_m_e50_g8_reg0": {**SPEEDRUN, "epochs": 50, "grid_epochs": 8, "optimizer": "muon", "lr": 1.6e-2,
+                         "label_smoothing": 0.0, "model_kwargs": {"drop_path_rate": 0.0}},
     "sr_m_e60_g15_win30from15_lr8e-3": {**SPEEDRUN, "epochs": 60, "grid_epochs": 15, "optimizer": "muon",
                                         "lr": 8e-3, "window_tokens": 4, "window_epochs": 30, "window_start": 15},
 }
