@@ -34,6 +34,21 @@ from .deit import VisionTransformerDistilled
 from .vit import VisionTransformer
 
 
+class FrozenSettings(dict):
+    """A registry entry's keyword arguments: a dict that refuses changes, because every ``create_model`` call (and
+    every reader of ``MODEL_CONFIGS``) shares it. A variant is built with overrides, never by editing the table."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("the registry's settings are shared by every create_model call and cannot change; build a "
+                        "variant with overrides instead, e.g. vitedu.create_model(name, depth=2), or copy them first: "
+                        "settings = dict(vitedu.MODEL_CONFIGS[name])")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy and pickle rebuild it whole
+        return (type(self), (dict(self),))
+
+
 @dataclass(frozen=True)
 class ModelEntry:
     """One named model: its class, its keyword arguments, and where trained weights for it come from.
@@ -55,6 +70,9 @@ class ModelEntry:
     interpolation: str = "bicubic"
     crop_pct: float = 1.0
     notes: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kwargs", FrozenSettings(self.kwargs))  # frozen: the entry is shared
 
 
 def _timm(model_class: type[nn.Module], patch: int, dim: int, depth: int, heads: int, img: int = 224,
@@ -185,4 +203,4 @@ def timm_names() -> list[str]:
     return [name for name, entry in MODELS.items() if entry.pretrained == "timm"]
 
 
-__all__ = ["MODELS", "ModelEntry", "get_entry", "model_kwargs", "shipped_names", "timm_names"]
+__all__ = ["FrozenSettings", "MODELS", "ModelEntry", "get_entry", "model_kwargs", "shipped_names", "timm_names"]
