@@ -8,13 +8,17 @@ and the normalisation its data uses, so that ``vitedu.create_transform(model)`` 
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, Optional
 
 from torch import nn
 
+from .checkpoints import read_state_dict
 from .preprocess import attach_pretrained_cfg
 from .registry import MODELS, get_entry
 from .shipped import load_shipped, registry_cfg, shipped_file
+from .state_dicts import load_checked
 from .vit import VisionTransformer
 
 # name -> keyword arguments of VisionTransformer (the plain ViTs of the registry).
@@ -32,23 +36,49 @@ def list_models() -> list[str]:
     return sorted(MODELS)
 
 
-def create_model(name: str, pretrained: bool = False, **overrides: Any) -> nn.Module:
+def create_model(name: str, pretrained: bool = False, checkpoint_path: Optional[str | os.PathLike] = None,
+                 **overrides: Any) -> nn.Module:
     """Build a named model; keyword arguments override the preset (e.g. ``num_classes=10``).
 
     ``pretrained=True`` loads the trained weights shipped with vitedu for that name (``vitedu.shipped``);
     overrides must then leave the architecture unchanged (e.g. ``drop_path_rate`` is fine, ``depth`` is not).
-    For checkpoints from the Hugging Face hub or timm files, use ``vitedu.from_pretrained`` instead.
+    ``checkpoint_path``, as in timm, loads the state_dict of a file (``.safetensors``, ``.pth``, ``.bin``) into the
+    model as built, strictly (every key and shape must match). For checkpoints from the Hugging Face hub or timm
+    hub directories, use ``vitedu.from_pretrained`` instead.
     The model carries ``model.pretrained_cfg``. With trained weights it comes in eval mode, as from
     ``from_pretrained`` (call ``.train()`` to fine-tune it), and refuses un-normalised inputs in either mode
     (see ``vitedu.preprocess``).
     """
     entry = get_entry(name)  # an unknown name is named as such first
+    check_weights_source(name, pretrained, checkpoint_path)
     if pretrained:
         shipped_file(name)  # a name without shipped weights is refused before anything is built
     model = entry.model_class(**{**entry.kwargs, **overrides})
     if pretrained:
         return load_shipped(model, name).eval()
+    if checkpoint_path is not None:
+        state, _ = read_state_dict(Path(checkpoint_path))
+        load_checked(model, state, checkpoint_path)
+        return attach_pretrained_cfg(model, registry_cfg(name, model, trained=True)).eval()
     return attach_pretrained_cfg(model, registry_cfg(name, model, trained=False))
+
+
+def check_weights_source(name: str, pretrained: Any, checkpoint_path: Any) -> None:
+    """Refuse, before anything is built, a ``pretrained`` that is not True/False (a path there would otherwise read
+    as True and load the shipped weights), both sources at once, and a ``checkpoint_path`` that is no file."""
+    if not isinstance(pretrained, bool):
+        hint = (f"to load the file, pass checkpoint_path={pretrained!r} (a state_dict, as in timm) or use "
+                f"vitedu.from_pretrained({pretrained!r})" if isinstance(pretrained, (str, os.PathLike))
+                else "pass True or False")
+        raise TypeError(f"pretrained must be True (the weights shipped with vitedu for {name!r}) or False (random "
+                        f"weights); got {pretrained!r}: {hint}")
+    if pretrained and checkpoint_path is not None:
+        raise ValueError(f"pretrained=True and checkpoint_path={checkpoint_path!r} name two sources of weights for "
+                         f"{name!r}; pass only one (pretrained=True: the shipped weights; checkpoint_path: your file)")
+    if checkpoint_path is not None and not Path(checkpoint_path).is_file():
+        raise FileNotFoundError(f"checkpoint_path must be an existing state_dict file (.safetensors, .pth, .bin); "
+                                f"got {str(checkpoint_path)!r}, which is not a file. Check the path, or use "
+                                f"pretrained=True for the weights shipped with vitedu")
 
 
 __all__ = ["MODEL_CONFIGS", "VARIANT_CONFIGS", "create_model", "list_models"]
