@@ -5,8 +5,8 @@ Reading: safetensors, pickled ``.pth``/``.bin``, JSON configs, training wrappers
 written atomically), ``save_weights`` writes a trained model for shipping.
 
 Every way a file can be wrong (empty, truncated, corrupt, holding Python objects, wrapped by a training
-script) ends in one ``ValueError`` that names the file and says what to do. Loading never runs code from
-the checkpoint: safetensors files hold only tensors, and pickled files are read with
+script) ends in one ``CheckpointError`` (a ``ValueError``) that names the file and says what to do. Loading
+never runs code from the checkpoint: safetensors files hold only tensors, and pickled files are read with
 ``torch.load(weights_only=True)``, which refuses anything but tensors and plain containers.
 """
 
@@ -31,14 +31,19 @@ WRAPPER_KEYS = ("state_dict", "model", "model_state", "model_ema", "state_dict_e
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")
 
 
+class CheckpointError(ValueError):
+    """A checkpoint or config file that cannot be read as one; the message names the file and says what to do."""
+
+
 def read_json(path: Path) -> dict[str, Any]:
     """Read a JSON object (a model's config.json), with an error that names the file when it is broken."""
     try:
         config = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path} is not a readable JSON file ({err}); re-download or re-save it") from err
+        raise CheckpointError(f"{path} is not a readable JSON file ({err}); re-download or re-save it") from err
     if not isinstance(config, dict):
-        raise ValueError(f"{path} should hold a JSON object (a model configuration), got a {type(config).__name__}")
+        raise CheckpointError(f"{path} should hold a JSON object (a model configuration), got a "
+                              f"{type(config).__name__}")
     return config
 
 
@@ -55,7 +60,7 @@ def require_types(config: dict[str, Any], types: dict[str, Any], source: Any) ->
     wrong = [f"{k}={config[k]!r} (expected {names(t)})"
              for k, t in types.items() if config.get(k) is not None and not ok(config[k], t)]
     if wrong:
-        raise ValueError(f"{source} has fields of the wrong type: {', '.join(wrong)}")
+        raise CheckpointError(f"{source} has fields of the wrong type: {', '.join(wrong)}")
 
 
 def read_state_dict(path: Path, checkpoint_key: str | None = None) -> tuple[dict[str, Tensor], dict[str, Any]]:
@@ -67,7 +72,8 @@ def read_state_dict(path: Path, checkpoint_key: str | None = None) -> tuple[dict
     """
     path = Path(path)
     if path.stat().st_size == 0:
-        raise ValueError(f"{path} is empty (0 bytes): the download or save was interrupted; fetch or save it again")
+        raise CheckpointError(f"{path} is empty (0 bytes): the download or save was interrupted; fetch or save it "
+                              f"again")
     if path.suffix == ".safetensors":
         state: Any = _read_safetensors(path)
     else:
@@ -82,7 +88,7 @@ def _read_safetensors(path: Path) -> dict[str, Tensor]:
     try:
         return load_file(str(path))
     except Exception as err:  # safetensors raises its own SafetensorError, or OSError for unreadable files
-        raise ValueError(
+        raise CheckpointError(
             f"{path} is not a valid safetensors file ({type(err).__name__}: {err}); it may be truncated or "
             f"corrupt: fetch or save it again"
         ) from err
@@ -94,14 +100,14 @@ def _read_pickle(path: Path) -> Any:
     except Exception as err:  # UnpicklingError, RuntimeError (bad zip), EOFError (truncated), ...
         found = re.search(r"Unsupported global: GLOBAL (\S+)", str(err))
         if found:
-            raise ValueError(
+            raise CheckpointError(
                 f"{path} holds Python objects besides tensors (e.g. {found.group(1)}); vitedu refuses to unpickle "
                 f"them, because unpickling can run arbitrary code. Re-save only the weights: "
                 f"torch.save(model.state_dict(), path) (or use safetensors)"
             ) from err
         # torch's own text may advise weights_only=False, which is wrong for a broken file: keep only the cause.
         detail = str(err).split("WeightsUnpickler error:", 1)[-1].strip().splitlines()[0] if str(err) else ""
-        raise ValueError(
+        raise CheckpointError(
             f"{path} is not a readable PyTorch checkpoint ({type(err).__name__}: {detail}); it may be truncated or "
             f"corrupt, or not a torch.save file at all: fetch or save it again"
         ) from err
@@ -113,10 +119,10 @@ def _is_state_dict(obj: Any) -> bool:
 
 def _unwrap(path: Path, state: Any, checkpoint_key: str | None) -> tuple[dict[str, Tensor], dict[str, Any]]:
     if not isinstance(state, dict):
-        raise ValueError(f"{path} holds a {type(state).__name__}, not a dict of tensors (a state_dict)")
+        raise CheckpointError(f"{path} holds a {type(state).__name__}, not a dict of tensors (a state_dict)")
     if checkpoint_key is not None:
         if not _is_state_dict(state.get(checkpoint_key)):
-            raise ValueError(f"{path} has no state_dict under {checkpoint_key!r}; its entries: {sorted(state)}")
+            raise CheckpointError(f"{path} has no state_dict under {checkpoint_key!r}; its entries: {sorted(state)}")
         return state[checkpoint_key], {k: v for k, v in state.items() if k != checkpoint_key}
     if _is_state_dict(state):
         return state, {}
@@ -125,11 +131,11 @@ def _unwrap(path: Path, state: Any, checkpoint_key: str | None) -> tuple[dict[st
         return state[candidates[0]], {k: v for k, v in state.items() if k != candidates[0]}
     entries = {k: type(v).__name__ for k, v in state.items()}
     if candidates:
-        raise ValueError(
+        raise CheckpointError(
             f"{path} holds several sets of weights {candidates} (e.g. the model and its EMA); "
             f"pick one with checkpoint_key={candidates[0]!r}"
         )
-    raise ValueError(
+    raise CheckpointError(
         f"{path} is not a state_dict (a dict of tensors) and has none under {list(WRAPPER_KEYS)}; its entries: "
         f"{entries}. Pass checkpoint_key='<entry holding the weights>'"
     )
@@ -208,7 +214,7 @@ def load_checkpoint(
         with safe_open(str(out / name), framework="pt") as f:
             meta = f.metadata() or {}
         if meta.get("epoch") != str(state["epoch"]):
-            raise ValueError(f"{out / name} is from epoch {meta.get('epoch')} but {STATE_FILE} says epoch "
+            raise CheckpointError(f"{out / name} is from epoch {meta.get('epoch')} but {STATE_FILE} says epoch "
                              f"{state['epoch']}: the checkpoint was interrupted while saving; re-run that epoch")
     return state
 

@@ -56,6 +56,10 @@ def current() -> Process:
     return Process(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)))
 
 
+class SetupError(ValueError):
+    """A process group that cannot start as asked (a device torchrun cannot use); the message says what to change."""
+
+
 def setup(device: Optional[str] = None) -> tuple[Process, Optional[torch.device], bool]:
     """Join the process group that torchrun announced; returns (process, its device, whether we started it).
 
@@ -67,17 +71,17 @@ def setup(device: Optional[str] = None) -> tuple[Process, Optional[torch.device]
     if world_size <= 1 or dist.is_initialized():
         return current(), torch.device(device) if device else None, False
     if device is not None and device not in ("cpu", "cuda"):
-        raise ValueError(f"multi-process training runs on 'cpu' (Gloo) or 'cuda' (NCCL), got --device {device!r}; "
+        raise SetupError(f"multi-process training runs on 'cpu' (Gloo) or 'cuda' (NCCL), got --device {device!r}; "
                          "leave --device out to use the GPUs when there are any")
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     use_cuda = torch.cuda.is_available() and device != "cpu"
     if use_cuda:
         if local_rank >= torch.cuda.device_count():
-            raise ValueError(f"process {local_rank} on this machine needs GPU {local_rank}, but there are only "
+            raise SetupError(f"process {local_rank} on this machine needs GPU {local_rank}, but there are only "
                              f"{torch.cuda.device_count()}: start at most that many (--nproc_per_node)")
         torch.cuda.set_device(local_rank)
     elif device == "cuda":
-        raise ValueError("--device cuda was asked for, but torch sees no CUDA GPU; use --device cpu")
+        raise SetupError("--device cuda was asked for, but torch sees no CUDA GPU; use --device cpu")
     dist.init_process_group("nccl" if use_cuda else "gloo")
     return current(), torch.device("cuda", local_rank) if use_cuda else torch.device("cpu"), True
 
@@ -116,4 +120,4 @@ def wrap(model: nn.Module, device: torch.device) -> nn.Module:
     return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
 
 
-__all__ = ["Process", "all_sum", "barrier", "cleanup", "current", "setup", "wrap"]
+__all__ = ["Process", "SetupError", "all_sum", "barrier", "cleanup", "current", "setup", "wrap"]
