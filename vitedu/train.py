@@ -34,6 +34,7 @@ from . import distributed, imagefolder
 from .augment import AUGMENTATIONS
 from .checkpoints import (
     STATE_FILE,
+    CheckpointError,
     TEACHER_FILE,
     load_checkpoint,
     save_checkpoint,
@@ -48,7 +49,7 @@ from .loaders import DatasetError, TensorLoader
 from .models import create_model
 from .optimizers import make_optimizer, param_groups
 from .preprocess import PRETRAINED_CFG_KEYS, attach_pretrained_cfg, make_pretrained_cfg, model_input_size
-from .registry import MODELS
+from .registry import MODELS, model_kwargs
 from .utils import count_parameters, get_device, seed_everything
 
 
@@ -128,11 +129,11 @@ def autocast_dtype(device: torch.device, precision: str = "auto") -> Optional[to
     weights and the optimizer stay in fp32 either way; only the matrix products run in the lower precision.
     """
     if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; choose from {PRECISIONS}")
+        raise ConfigError(f"unknown precision {precision!r}; choose from {PRECISIONS}")
     if precision == "auto":
         return amp_dtype(device)
     if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ValueError("this GPU does not support bfloat16; use precision 'auto' (float16 with loss scaling)")
+        raise ConfigError("this GPU does not support bfloat16; use precision 'auto' (float16 with loss scaling)")
     return torch.bfloat16 if precision == "bf16" else None
 
 
@@ -396,6 +397,7 @@ def train_teacher(
 
 def load_trained(out: str | os.PathLike, device: torch.device | str = "cpu") -> tuple[nn.Module, TrainConfig]:
     """Rebuild the model saved in ``out`` from its config and weights, ready for ``model.eval()``."""
+    require_run(out, "load_trained")
     config = TrainConfig(**json.loads((Path(out) / STATE_FILE).read_text())["config"])
     model = create_model(config.model, **config.model_kwargs).to(device)
     state = load_checkpoint(out, model)
@@ -404,6 +406,22 @@ def load_trained(out: str | os.PathLike, device: torch.device | str = "cpu") -> 
         kept = {k: recorded[k] for k in PRETRAINED_CFG_KEYS if k in recorded}
         attach_pretrained_cfg(model, make_pretrained_cfg(**kept, source=f"{Path(out) / STATE_FILE}", trained=True))
     return model.eval(), config
+
+
+def require_run(out: str | os.PathLike, who: str) -> None:
+    """A FileNotFoundError that says why ``out`` holds no run (no folder, a file, or a folder without
+    train_state.json) and which command writes one."""
+    folder = Path(out)
+    writes = f"python -m vitedu.train --out {folder} (or vitedu.fit(config, out={str(folder)!r})) writes one"
+    if not folder.exists():
+        raise FileNotFoundError(f"{who} reads a training run from a folder, but {str(folder)!r} does not exist; "
+                                f"{writes}")
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{who} reads a training run from a folder, but {str(folder)!r} is a file; "
+                                 f"point it at the run's folder (the --out of python -m vitedu.train)")
+    if not (folder / STATE_FILE).is_file():
+        raise FileNotFoundError(f"{who}: the folder {str(folder)!r} holds no training run (no {STATE_FILE}), so there "
+                                f"is nothing to load or resume; {writes}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -426,7 +444,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "train_state.json), written after every epoch; default: none are written")
     p.add_argument("--resume", action="store_true",
                    help="continue the run saved in --out with its saved config (other options are ignored)")
-    p.add_argument("--model", help="model name from vitedu.MODEL_CONFIGS (drops the preset's model overrides)")
+    p.add_argument("--model", help="a model name from vitedu.list_models() whose input fits the dataset (drops the "
+                   "preset's model overrides)")
     p.add_argument("--batch-size", type=int, help="images per optimisation step")
     p.add_argument("--lr", type=float, help="peak learning rate after warm-up")
     p.add_argument("--warmup-epochs", type=float, help="epochs of linear warm-up before the cosine decay")
@@ -460,7 +479,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
 
 def cli_config(args: argparse.Namespace) -> TrainConfig:
     """The run the command line asks for: the dataset's preset with the options given on top (checked by
-    ``TrainConfig`` itself; an unknown ``--model`` is refused here, before any data is read)."""
+    ``TrainConfig`` itself, then by ``check_cli``; an unknown ``--model`` is refused here, before any data is read)."""
     if args.model is not None and args.model not in MODELS:
         raise ConfigError(f"model must be a name of vitedu.list_models(); got {args.model!r}")
     overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
@@ -470,8 +489,84 @@ def cli_config(args: argparse.Namespace) -> TrainConfig:
     return replace(PRESETS[args.dataset], **overrides)
 
 
+# The images each dataset of a fixed shape hands a model: (channels, pixels a side). An image folder has none: it is
+# resized to the model's size, and prepare_config gives the model three channels.
+DATASET_INPUTS = {"digits": (1, 8), "cluttered_digits": (1, 32), "cifar10": (3, 32)}
+
+
+def model_input(name: str, overrides: Any = None) -> tuple[int, Any]:
+    """(channels, pixels a side) that the registry model ``name`` takes, with ``overrides`` on top."""
+    kwargs = model_kwargs(name, dict(overrides or {}))
+    size = kwargs.get("img_size", 224)
+    return kwargs.get("in_chans", 3), size[0] if isinstance(size, (tuple, list)) and len(set(size)) == 1 else size
+
+
+def check_model_fits_data(config: TrainConfig) -> None:
+    """A ConfigError, before any data is read, when the model's input is not the dataset's images (e.g. a 224-pixel
+    RGB ViT on the 8x8 grey digits); it names the models of the registry that fit."""
+    if config.model not in MODELS or config.dataset not in DATASET_INPUTS:
+        return  # a model fit's build= makes, or a dataset without a fixed shape: checked when the data is read
+    channels, size = DATASET_INPUTS[config.dataset]
+    takes = model_input(config.model, config.model_kwargs)
+    if takes == (channels, size):
+        return
+    fits = [n for n in sorted(MODELS) if model_input(n) == (channels, size)]
+    example = ", ".join(fits[:4]) or "none: build one with create_model(name, in_chans=..., img_size=...)"
+    raise ConfigError(f"model {config.model!r} takes {takes[0]}-channel {takes[1]}-pixel images, but the dataset "
+                      f"{config.dataset!r} gives {channels}-channel {size}-pixel ones; pick a model from "
+                      f"vitedu.list_models() that fits it, e.g. {example}")
+
+
+def check_device(name: Optional[str]) -> None:
+    """A ConfigError when ``--device`` names no device torch knows, or one this machine lacks."""
+    if name is None:
+        return
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"--device must be cpu, cuda, cuda:N or mps; got {name!r} (leave it out for the best "
+                          f"available)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {name} asks for a CUDA GPU, but torch sees none on this machine; use --device "
+                          f"cpu, or leave --device out for the best available")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s), numbered from 0")
+    mps = getattr(torch.backends, "mps", None)
+    if device.type == "mps" and not (mps is not None and mps.is_available()):
+        raise ConfigError(f"--device {name} asks for Apple's MPS, which this machine lacks; use --device cpu")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"--device must be cpu, cuda, cuda:N or mps; got {name!r}")
+
+
+def check_cli(args: argparse.Namespace, config: TrainConfig) -> None:
+    """What the command line asks beyond a valid config, checked before any work: threads, device, the folders
+    it writes, a resume that has something to resume, a warm-up that fits in the run, a model that fits the data."""
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be a whole number >= 1 (CPU threads for torch); got {args.threads}: leave "
+                          f"it out for torch's choice")
+    check_device(args.device)
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"--out must be a folder for the checkpoints; got {args.out!r}, which is a file: pick "
+                          f"another path")
+    if args.save_weights is not None and Path(args.save_weights).is_dir():
+        raise ConfigError(f"--save-weights must be a file path such as runs/vit.safetensors; got "
+                          f"{args.save_weights!r}, which is a folder")
+    if args.resume and args.out is None:
+        raise ConfigError("--resume continues the run saved in --out, but no --out was given: add --out <run folder>")
+    if args.resume and not (Path(args.out) / STATE_FILE).is_file():
+        raise ConfigError(f"--resume: there is nothing to resume in {args.out!r} (no {STATE_FILE}); drop --resume to "
+                          f"start a run there, or point --out at the folder of the run to continue")
+    if args.resume:
+        return  # the saved config is trained, not the options given
+    if args.warmup_epochs is not None and config.warmup_epochs > config.epochs:
+        raise ConfigError(f"warmup_epochs must be at most epochs ({config.epochs}); got {config.warmup_epochs!r}: "
+                          f"the learning rate would never reach its peak. Lower --warmup-epochs or raise --epochs")
+    check_model_fits_data(config)
+
+
 # Errors whose message already says what went wrong and what to do: the command line prints them as one line.
-EXPLAINED_ERRORS = (ValueError, DatasetError, OSError)
+# Any other exception is a bug, and keeps its traceback.
+EXPLAINED_ERRORS = (ConfigError, DatasetError, CheckpointError)
 
 
 def main(argv: Optional[list[str]] = None) -> float:
@@ -482,11 +577,12 @@ def main(argv: Optional[list[str]] = None) -> float:
     args = parser.parse_args(argv)
     try:
         config = cli_config(args)
-    except ConfigError as err:
+        check_cli(args, config)
+        process, device, started = distributed.setup(args.device)  # under torchrun: join the other processes
+    except (ConfigError, distributed.SetupError) as err:
         parser.error(str(err))
     if args.threads:
         torch.set_num_threads(args.threads)
-    process, device, started = distributed.setup(args.device)  # under torchrun: join the other processes
     say = print if process.is_main else _silent
     try:
         if process.distributed:
