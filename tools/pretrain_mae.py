@@ -27,6 +27,7 @@ import torch
 from safetensors.torch import save_file
 
 from vitedu.checkpoints import STATE_FILE, atomic_write, save_state_dict
+from vitedu.config import ConfigError
 from vitedu.linear_probe import linear_probe
 from vitedu.mae_pretrain import (
     ENCODER_FILE,
@@ -38,6 +39,7 @@ from vitedu.mae_pretrain import (
     pretrain,
     save_encoder,
 )
+from vitedu.train import check_device
 
 ASSETS = Path(__file__).resolve().parent.parent / "vitedu" / "assets"
 
@@ -74,6 +76,25 @@ def ship(out: Path, probe: Path, assets: Path = ASSETS, name: str = SHIPPED_NAME
     return encoder_file, decoder_file
 
 
+def checked_config(args: argparse.Namespace) -> Optional[MAEConfig]:
+    """The pre-training run the options ask for (None with --probe or --ship), refused before any work when an
+    option cannot be used: a ConfigError whose message is one line per problem."""
+    if args.threads < 1:
+        raise ConfigError(f"--threads must be a whole number >= 1 (torch's CPU threads); got {args.threads}")
+    check_device(args.device)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(f"--out must be the run's folder; got {args.out!r}, which is a file: pick another path")
+    if args.probe is not None and args.probe < 1:
+        raise ConfigError(f"--probe must be a number of labelled canvases >= 1; got {args.probe}")
+    if args.stop_after is not None and args.stop_after < 1:
+        raise ConfigError(f"--stop-after must be an epoch >= 1 (the run stops after it); got {args.stop_after}")
+    if args.probe or args.ship:
+        return None
+    return MAEConfig(epochs=args.epochs, batch_size=args.batch_size, base_lr=args.base_lr,
+                     warmup_epochs=args.warmup_epochs, mask_ratio=args.mask_ratio, seed=args.seed,
+                     norm_pix_loss=not args.pixel_loss)
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="the run's folder: checkpoints, log, encoder.safetensors")
@@ -95,6 +116,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     p.add_argument("--ship", metavar="PROBE_JSON", help=f"instead of training: write <out>'s encoder and decoder "
                    f"into vitedu/assets as {SHIPPED_NAME}, with the test probe of PROBE_JSON (--probe --json)")
     args = p.parse_args(argv)
+    try:
+        config = checked_config(args)
+    except ConfigError as err:
+        p.error(str(err).replace(":\n  ", ": ").replace("\n  ", "; "))  # one line, before any work
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     if args.ship:
@@ -122,9 +147,6 @@ def main(argv: Optional[list[str]] = None) -> None:
                 "config": asdict(config), "epochs_done": len(history.epoch), "steps": steps,
                 "history": asdict(history), "probe": rows, "threads": args.threads, "device": args.device}, indent=1))
         return
-    config = MAEConfig(epochs=args.epochs, batch_size=args.batch_size, base_lr=args.base_lr,
-                       warmup_epochs=args.warmup_epochs, mask_ratio=args.mask_ratio, seed=args.seed,
-                       norm_pix_loss=not args.pixel_loss)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "log.txt", "a") as log_file:
         def log(line: str) -> None:

@@ -30,6 +30,7 @@ from torch import Tensor
 
 from .checkpoints import STATE_FILE, load_checkpoint, save_checkpoint, save_state_dict
 from .cluttered import CLUTTERED_MEAN, CLUTTERED_STD, make_cluttered
+from .config import ConfigError
 from .digits import DIGITS_MAX, load_digits
 from .mae import MaskedAutoencoder
 from .train import lr_at, param_groups
@@ -54,9 +55,51 @@ class MAEConfig:
     encoder: dict = field(default_factory=lambda: dict(embed_dim=64, depth=4, num_heads=4, mlp_ratio=2.0))
     decoder: dict = field(default_factory=lambda: dict(decoder_embed_dim=48, decoder_depth=1, decoder_num_heads=4))
 
+    def __post_init__(self) -> None:
+        problems = mae_config_problems(self)
+        if problems:
+            raise ConfigError("this MAEConfig cannot be pre-trained:\n  " + "\n  ".join(problems))
+
     @property
     def lr(self) -> float:
         return self.base_lr * self.batch_size / 256
+
+
+PATCHES = (32 // 4) ** 2  # the 64 patches of a canvas the encoder sees or not
+
+
+def _whole(value: object, low: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _real(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def mae_config_problems(c: MAEConfig) -> list[str]:
+    """One line per field of ``c`` that cannot be pre-trained: ``field must be ...; got ...``, as
+    ``vitedu.config.config_problems`` writes them for a ``TrainConfig``."""
+    ratio_ok = _real(c.mask_ratio) and 0 < c.mask_ratio < 1 and round(PATCHES * (1 - c.mask_ratio)) >= 1
+    checks = [
+        ("epochs", _whole(c.epochs, 1), "a whole number >= 1 (0 epochs would save an untrained encoder)"),
+        ("batch_size", _whole(c.batch_size, 1), "a whole number >= 1"),
+        ("canvases_per_epoch", _whole(c.canvases_per_epoch, 1), "a whole number >= 1"),
+        ("base_lr", _real(c.base_lr) and c.base_lr > 0, "a finite number > 0"),
+        ("min_lr", _real(c.min_lr) and c.min_lr >= 0, "a finite number >= 0"),
+        ("warmup_epochs", _real(c.warmup_epochs) and 0 <= c.warmup_epochs <= (c.epochs if _real(c.epochs) else 0),
+         f"a number from 0 to epochs ({c.epochs!r})"),
+        ("weight_decay", _real(c.weight_decay) and c.weight_decay >= 0, "a finite number >= 0"),
+        ("betas", isinstance(c.betas, (tuple, list)) and len(c.betas) == 2
+         and all(_real(b) and 0 <= b < 1 for b in c.betas), "two numbers in [0, 1), e.g. (0.9, 0.95)"),
+        ("mask_ratio", ratio_ok, f"the share of the {PATCHES} patches hidden, in (0, 1) and keeping at least one "
+         f"(the paper hides 0.75)"),
+        ("norm_pix_loss", isinstance(c.norm_pix_loss, bool), "True or False"),
+        ("position_step", _whole(c.position_step, 1), "a whole number >= 1 (1: the digit at any pixel)"),
+        ("seed", _whole(c.seed, 0), "a whole number >= 0"),
+        ("encoder", isinstance(c.encoder, dict), "a dict of encoder sizes, e.g. dict(embed_dim=64, depth=4, ...)"),
+        ("decoder", isinstance(c.decoder, dict), "a dict of decoder sizes, e.g. dict(decoder_embed_dim=48, ...)"),
+    ]
+    return [f"{name} must be {allowed}; got {getattr(c, name)!r}" for name, ok, allowed in checks if not ok]
 
 
 @dataclass
