@@ -39,7 +39,7 @@ from vitedu.mae_pretrain import (
     pretrain,
     save_encoder,
 )
-from vitedu.train import check_device
+from vitedu.train import check_device, one_line
 
 ASSETS = Path(__file__).resolve().parent.parent / "vitedu" / "assets"
 
@@ -96,7 +96,7 @@ def checked_config(args: argparse.Namespace) -> Optional[MAEConfig]:
 
 
 def main(argv: Optional[list[str]] = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python tools/pretrain_mae.py", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="the run's folder: checkpoints, log, encoder.safetensors")
     p.add_argument("--epochs", type=int, default=MAEConfig.epochs)
     p.add_argument("--batch-size", type=int, default=MAEConfig.batch_size)
@@ -119,7 +119,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     try:
         config = checked_config(args)
     except ConfigError as err:
-        p.error(str(err).replace(":\n  ", ": ").replace("\n  ", "; "))  # one line, before any work
+        p.error(one_line(err))  # before any work
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     if args.ship:

@@ -564,6 +564,11 @@ def check_cli(args: argparse.Namespace, config: TrainConfig) -> None:
     check_model_fits_data(config)
 
 
+def one_line(err: Exception) -> str:
+    """A ConfigError's problems (one per indented line) as one line for a terminal: "...: first; second"."""
+    return str(err).replace(":\n  ", ": ").replace("\n  ", "; ").replace("\n", " ")
+
+
 # Errors whose message already says what went wrong and what to do: the command line prints them as one line.
 # Any other exception is a bug, and keeps its traceback.
 EXPLAINED_ERRORS = (ConfigError, DatasetError, CheckpointError)
@@ -580,7 +585,7 @@ def main(argv: Optional[list[str]] = None) -> float:
         check_cli(args, config)
         process, device, started = distributed.setup(args.device)  # under torchrun: join the other processes
     except (ConfigError, distributed.SetupError) as err:
-        parser.error(str(err))
+        parser.error(one_line(err))
     if args.threads:
         torch.set_num_threads(args.threads)
     say = print if process.is_main else _silent
