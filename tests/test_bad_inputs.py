@@ -91,9 +91,9 @@ PACKAGE_CASES: list[tuple[str, Callable[[Path, Path], object], type[BaseExceptio
 TRAIN_CLI_CASES: list = [
     ("threads -2", lambda t, o: ["--threads", "-2"], r"--threads must be a whole number >= 1 .*; got -2"),
     ("threads 0", lambda t, o: ["--threads", "0"], r"--threads must be a whole number >= 1 .*; got 0"),
-    ("device foo", lambda t, o: ["--device", "foo"], r"--device must be cpu, cuda, cuda:N or mps; got 'foo'"),
+    ("device foo", lambda t, o: ["--device", "foo"], r"device must be cpu, cuda, cuda:N or mps; got 'foo'"),
     pytest.param("device cuda without CUDA", lambda t, o: ["--device", "cuda"],
-                 r"--device cuda asks for a CUDA GPU, but torch sees none .*use --device cpu", marks=NO_CUDA,
+                 r"device 'cuda' asks for a CUDA GPU, but torch sees none .*use 'cpu'", marks=NO_CUDA,
                  id="device cuda without CUDA"),
     ("resume without out", lambda t, o: ["--resume"], r"--resume .* no --out was given: add --out <run folder>"),
     ("resume an empty folder", lambda t, o: ["--resume", "--out", str(o)],
@@ -122,7 +122,7 @@ MAE_CLI_CASES: list = [
      r"warmup_epochs must be a number from 0 to epochs \(2\); got 40\.0"),
     ("batch size 0", lambda t, o: ["--batch-size", "0"], r"batch_size must be a whole number >= 1; got 0"),
     ("threads 0", lambda t, o: ["--threads", "0"], r"--threads must be a whole number >= 1 .*; got 0"),
-    ("device foo", lambda t, o: ["--device", "foo"], r"--device must be cpu, cuda, cuda:N or mps; got 'foo'"),
+    ("device foo", lambda t, o: ["--device", "foo"], r"device must be cpu, cuda, cuda:N or mps; got 'foo'"),
     ("probe 0", lambda t, o: ["--probe", "0"], r"--probe must be a number of labelled canvases >= 1; got 0"),
     ("stop-after 0", lambda t, o: ["--stop-after", "0"], r"--stop-after must be an epoch >= 1 .*; got 0"),
 ]

@@ -39,7 +39,8 @@ from vitedu.mae_pretrain import (
     pretrain,
     save_encoder,
 )
-from vitedu.train import check_device, one_line
+from vitedu.train import one_line
+from vitedu.utils import DeviceError, check_device
 
 ASSETS = Path(__file__).resolve().parent.parent / "vitedu" / "assets"
 
@@ -118,7 +119,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     args = p.parse_args(argv)
     try:
         config = checked_config(args)
-    except ConfigError as err:
+    except (ConfigError, DeviceError) as err:
         p.error(one_line(err))  # before any work
     torch.set_num_threads(args.threads)
     out = Path(args.out)

@@ -50,7 +50,7 @@ from .models import create_model
 from .optimizers import make_optimizer, param_groups
 from .preprocess import PRETRAINED_CFG_KEYS, attach_pretrained_cfg, make_pretrained_cfg, model_input_size
 from .registry import MODELS, model_kwargs
-from .utils import count_parameters, get_device, seed_everything
+from .utils import DeviceError, check_device, count_parameters, get_device, seed_everything
 
 
 @dataclass
@@ -517,27 +517,6 @@ def check_model_fits_data(config: TrainConfig) -> None:
                       f"vitedu.list_models() that fits it, e.g. {example}")
 
 
-def check_device(name: Optional[str]) -> None:
-    """A ConfigError when ``--device`` names no device torch knows, or one this machine lacks."""
-    if name is None:
-        return
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ConfigError(f"--device must be cpu, cuda, cuda:N or mps; got {name!r} (leave it out for the best "
-                          f"available)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"--device {name} asks for a CUDA GPU, but torch sees none on this machine; use --device "
-                          f"cpu, or leave --device out for the best available")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ConfigError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA GPU(s), numbered from 0")
-    mps = getattr(torch.backends, "mps", None)
-    if device.type == "mps" and not (mps is not None and mps.is_available()):
-        raise ConfigError(f"--device {name} asks for Apple's MPS, which this machine lacks; use --device cpu")
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise ConfigError(f"--device must be cpu, cuda, cuda:N or mps; got {name!r}")
-
-
 def check_cli(args: argparse.Namespace, config: TrainConfig) -> None:
     """What the command line asks beyond a valid config, checked before any work: threads, device, the folders
     it writes, a resume that has something to resume, a warm-up that fits in the run, a model that fits the data."""
@@ -584,7 +563,7 @@ def main(argv: Optional[list[str]] = None) -> float:
         config = cli_config(args)
         check_cli(args, config)
         process, device, started = distributed.setup(args.device)  # under torchrun: join the other processes
-    except (ConfigError, distributed.SetupError) as err:
+    except (ConfigError, DeviceError, distributed.SetupError) as err:
         parser.error(one_line(err))
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -10,6 +10,32 @@ import torch
 from torch import nn
 
 
+class DeviceError(ValueError):
+    """A device name torch does not know, or a device this machine lacks; the message says what to use."""
+
+
+def check_device(name: str | None) -> None:
+    """A DeviceError when ``name`` (e.g. a ``--device`` option) is no device torch knows, or one this machine lacks.
+    ``None`` means "the best available" and is always fine."""
+    if name is None:
+        return
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise DeviceError(f"device must be cpu, cuda, cuda:N or mps; got {name!r} (leave it unset for the best "
+                          f"available)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise DeviceError(f"device {name!r} asks for a CUDA GPU, but torch sees none on this machine; use 'cpu', or "
+                          f"leave it unset for the best available")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise DeviceError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s), numbered from 0")
+    mps = getattr(torch.backends, "mps", None)
+    if device.type == "mps" and not (mps is not None and mps.is_available()):
+        raise DeviceError(f"device {name!r} asks for Apple's MPS, which this machine lacks; use 'cpu'")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise DeviceError(f"device must be cpu, cuda, cuda:N or mps; got {name!r}")
+
+
 def get_device(prefer: str | None = None) -> torch.device:
     """The best available accelerator: CUDA, then Apple's MPS, then the CPU.
 
