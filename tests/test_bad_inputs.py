@@ -27,9 +27,11 @@ import vitedu
 from vitedu import mae_pretrain as MP
 from vitedu import registry
 from vitedu import train as T
+from vitedu.checkpoints import CheckpointError
 from vitedu.config import ConfigError, TrainConfig
 
 mae_tool = load_tool("pretrain_mae")
+FIT, PRETRAIN = T.fit, MP.pretrain  # the real ones: the fixture no_work replaces T.fit and the tool's pretrain
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 
@@ -69,6 +71,12 @@ PACKAGE_CASES: list[tuple[str, Callable[[Path, Path], object], type[BaseExceptio
      FileNotFoundError, r"holds no training run \(no train_state\.json\).*python -m vitedu\.train --out"),
     ("load_trained: a file", lambda t, o: vitedu.load_trained(_a_file(t)),
      NotADirectoryError, r"notes\.txt' is a file; point it at the run's folder"),
+    ("fit: out is a file", lambda t, o: FIT(TrainConfig(epochs=1), out=_a_file(t), device="cpu"),
+     CheckpointError, r"out must be a folder for the run's checkpoints; got '.*notes\.txt', which is a file"),
+    ("pretrain: out is a file", lambda t, o: PRETRAIN(MP.MAEConfig(epochs=1, warmup_epochs=0), out=_a_file(t)),
+     CheckpointError, r"out must be a folder .*notes\.txt', which is a file: pick another path"),
+    ("check_device: unknown", lambda t, o: vitedu.utils.check_device("gpu"),
+     ValueError, r"device must be cpu, cuda, cuda:N or mps; got 'gpu'"),
     ("TrainConfig epochs 0", lambda t, o: TrainConfig(epochs=0),
      ConfigError, r"epochs must be a whole number >= 1; got 0"),
     ("MAEConfig epochs 0", lambda t, o: MP.MAEConfig(epochs=0, warmup_epochs=0),

@@ -331,9 +331,10 @@ def test_cli_options_override_the_preset_and_save_weights(tmp_path, monkeypatch,
     assert meta["val_acc"] == "0.8750" and meta["test_acc"] == "0.7500"
     assert capsys.readouterr().out.strip().splitlines()[-1] == "test accuracy: 0.7500"
 
-    (tmp_path / "old").mkdir()
-    (tmp_path / "old" / "train_state.json").write_text("{}")  # a run to resume (fit is faked: never read)
-    T.main(["--dataset", "cluttered_digits", "--model", "vit_digits_patch2_8", "--resume", "--out", str(tmp_path / "old")])
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "train_state.json").write_text("{}")  # a run to resume (fit is faked: it is never read)
+    T.main(["--dataset", "cluttered_digits", "--model", "vit_digits_patch2_8", "--resume", "--out", str(old)])
     config, kwargs = calls[-1]
     assert config.model == "vit_digits_patch2_8" and config.model_kwargs == {} and kwargs["resume"] is True
     T.main(["--dataset", "cluttered_digits", "--model", "vit_cluttered_digits", "--save-weights", str(path)])

@@ -156,6 +156,14 @@ MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.safeten
 TEACHER_FILE = "teacher.safetensors"
 
 
+def refuse_file_as_folder(out: str | os.PathLike | None) -> None:
+    """A CheckpointError, before any work, when the checkpoint folder ``out`` is an existing file (the first save,
+    after a whole epoch, would fail)."""
+    if out is not None and Path(out).exists() and not Path(out).is_dir():
+        raise CheckpointError(f"out must be a folder for the run's checkpoints; got {str(out)!r}, which is a file: "
+                              f"pick another path")
+
+
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     """Call ``write`` on a temporary name beside ``path``, then rename: a crash mid-write leaves the old file."""
     tmp = path.with_name(path.name + ".tmp")

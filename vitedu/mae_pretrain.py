@@ -28,7 +28,7 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from .checkpoints import STATE_FILE, load_checkpoint, save_checkpoint, save_state_dict
+from .checkpoints import STATE_FILE, load_checkpoint, refuse_file_as_folder, save_checkpoint, save_state_dict
 from .cluttered import CLUTTERED_MEAN, CLUTTERED_STD, make_cluttered
 from .config import ConfigError
 from .digits import DIGITS_MAX, load_digits
@@ -163,6 +163,7 @@ def pretrain(
 
     ``stop_after=e`` ends after epoch e, as if interrupted. ``val_images`` default to 2,000 val canvases.
     """
+    refuse_file_as_folder(out)
     device = torch.device(device)
     resuming = out is not None and (Path(out) / STATE_FILE).exists()
     if resuming:

@@ -34,9 +34,10 @@ from . import distributed, imagefolder
 from .augment import AUGMENTATIONS
 from .checkpoints import (
     STATE_FILE,
-    CheckpointError,
     TEACHER_FILE,
+    CheckpointError,
     load_checkpoint,
+    refuse_file_as_folder,
     save_checkpoint,
     save_state_dict,
     save_weights,
@@ -294,6 +295,7 @@ def fit(
     if not isinstance(validate_every, int) or validate_every < 1:
         raise ValueError(f"validate_every is a number of epochs, at least 1 (1 scores validation after every epoch); "
                          f"got {validate_every!r}")
+    refuse_file_as_folder(out)
     device = torch.device(device) if device is not None else get_device()
     process = distributed.current()
     if not process.is_main:
