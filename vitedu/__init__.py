@@ -36,8 +36,8 @@ _LAZY = {
     "PRESETS": "config", "TrainConfig": "config", "fit": "train", "load_trained": "train",
 }
 _SUBMODULES = (
-    "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit",
-    "data", "deit", "digits", "distributed", "faithfulness", "grading", "hf_configs", "imagefolder", "interpret",
+    "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit", "data",
+    "deit", "digits", "distributed", "faithfulness", "frozen", "grading", "hf_configs", "imagefolder", "interpret",
     "linear_probe", "loaders", "mae", "mae_pretrain", "mimetic", "models", "optimizers", "preprocess", "pretrained",
     "probes", "registry", "shift", "shipped", "speedrun", "state_dicts", "timm_configs", "train", "utils", "vit",
 )

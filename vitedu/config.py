@@ -19,6 +19,7 @@ from typing import Any
 from .augment import AUGMENTATIONS
 from .cluttered import POSITION_STEP
 from .data import DATASETS
+from .frozen import FrozenDict
 from .optimizers import OPTIMIZERS
 
 
@@ -26,17 +27,11 @@ class ConfigError(ValueError):
     """A ``TrainConfig`` that cannot be trained; the message names each field, its value and the valid range."""
 
 
-class FrozenKwargs(dict):
+class FrozenKwargs(FrozenDict):
     """``TrainConfig.model_kwargs``: a dict that refuses changes (a preset's overrides are shared)."""
 
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("a TrainConfig's model_kwargs cannot change (the presets are shared): write "
-                        "dataclasses.replace(config, model_kwargs={**config.model_kwargs, 'drop_path_rate': 0.2})")
-
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
-
-    def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy and pickle rebuild it whole
-        return (type(self), (dict(self),))
+    refusal = ("a TrainConfig's model_kwargs cannot change (the presets are shared): write "
+               "dataclasses.replace(config, model_kwargs={**config.model_kwargs, 'drop_path_rate': 0.2})")
 
 
 @dataclass

@@ -31,22 +31,17 @@ from .constants import (
 )
 from .convit import ConVit
 from .deit import VisionTransformerDistilled
+from .frozen import FrozenDict
 from .vit import VisionTransformer
 
 
-class FrozenSettings(dict):
+class FrozenSettings(FrozenDict):
     """A registry entry's keyword arguments: a dict that refuses changes, because every ``create_model`` call (and
     every reader of ``MODEL_CONFIGS``) shares it. A variant is built with overrides, never by editing the table."""
 
-    def _refuse(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("the registry's settings are shared by every create_model call and cannot change; build a "
-                        "variant with overrides instead, e.g. vitedu.create_model(name, depth=2), or copy them first: "
-                        "settings = dict(vitedu.MODEL_CONFIGS[name])")
-
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
-
-    def __reduce__(self) -> tuple[Any, ...]:  # copy, deepcopy and pickle rebuild it whole
-        return (type(self), (dict(self),))
+    refusal = ("the registry's settings are shared by every create_model call and cannot change; build a variant "
+               "with overrides instead, e.g. vitedu.create_model(name, depth=2), or copy them first: "
+               "settings = dict(vitedu.MODEL_CONFIGS[name])")
 
 
 @dataclass(frozen=True)
