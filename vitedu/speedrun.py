@@ -35,11 +35,12 @@ import torch
 from torch import nn
 
 from . import distributed
-from .checkpoints import STATE_FILE
+from .checkpoints import STATE_FILE, CheckpointError
 from .config import PRESETS, ConfigError, TrainConfig
+from .loaders import DatasetError
 from .shift import offset_accuracy
 from .train import History, fit
-from .utils import get_device
+from .utils import DeviceError, check_device, get_device
 
 RESULT_FILE = "speedrun.json"
 # How chapter 8 and tests/test_shipped.py read the shipped model's offsets: the test split, 1,000 canvases per
@@ -164,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# Errors whose message says what went wrong and what to do: the command prints them as one line.
+EXPLAINED_ERRORS = (ConfigError, FileExistsError, DatasetError, CheckpointError, DeviceError)
+
+
 def main(argv: Optional[list[str]] = None) -> Optional[SpeedrunResult]:
     """The command line. A wrong option or an existing run in --out ends as one line on stderr, not a traceback.
     With ``--processes N`` it starts N copies of itself (``launch``); rank 0 prints the last line."""
@@ -179,7 +184,11 @@ def main(argv: Optional[list[str]] = None) -> Optional[SpeedrunResult]:
     try:
         config = recipe(args.seed, args.epochs)  # a bad seed or length fails here, before any process starts
         check_out(args.out, args.resume)
-    except (ConfigError, FileExistsError) as err:
+        check_device(args.device)
+        if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+            raise ConfigError(f"--out must be a folder for the checkpoints; got {args.out!r}, which is a file: pick "
+                              f"another path")
+    except (ConfigError, FileExistsError, DeviceError) as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     if args.processes > 1 and "WORLD_SIZE" not in os.environ:  # the launcher: start the copies, they report
@@ -187,11 +196,15 @@ def main(argv: Optional[list[str]] = None) -> Optional[SpeedrunResult]:
         return None
     if args.threads:
         torch.set_num_threads(args.threads)
-    process, device, started = distributed.setup(args.device)  # under torchrun: join the other copies
+    try:
+        process, device, started = distributed.setup(args.device)  # under torchrun: join the other copies
+    except distributed.SetupError as err:
+        print(f"{parser.prog}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
     try:
         run = speedrun(args.seed, args.out, args.resume, device, args.progress,
                        log=print if process.is_main else _silent, config=config)
-    except (ConfigError, FileExistsError, ValueError, OSError) as err:
+    except EXPLAINED_ERRORS as err:  # anything else is a bug and keeps its traceback
         if process.is_main:
             print(f"{parser.prog}: error: {err}", file=sys.stderr)
         raise SystemExit(2 if isinstance(err, (ConfigError, FileExistsError)) else 1) from None
