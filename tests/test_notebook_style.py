@@ -152,3 +152,38 @@ def test_page_code_lines_fit_the_page(path: Path) -> None:
         f"{_rel(path)}: {len(found)} line(s) in code blocks longer than {MAX_CODE_LINE} characters:\n"
         + "\n".join(found)
     )
+
+
+# The book speaks to its reader, never about its own making: no earlier versions, issue numbers or the progress
+# of a study. An earlier study may appear as a teaching "before" ("the recipe of chapter 7"), not as history.
+HISTORY = re.compile(
+    r"\bearlier version\b|\bissue #?\d+|\bstill to run\b|\bruns are in\b|\bbefore this search\b|\bthis session\b"
+    r"|\bwe used to\b|\bused to be\b|\bno longer\b.{0,40}\bthe book\b",
+    flags=re.I,
+)
+
+
+def history_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if HISTORY.search(line)]
+
+
+def test_history_words_are_found() -> None:
+    assert history_lines("An earlier version of this chapter...\nfine\nassert x  # issue 31's bar") == [
+        "An earlier version of this chapter...", "assert x  # issue 31's bar"]
+    assert history_lines("still to run: 0 runs\nAll 52 runs are in.") == ["still to run: 0 runs",
+                                                                        "All 52 runs are in."]
+    assert history_lines("the issue of scale; a tissue 3 cells thick") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_book_does_not_speak_of_its_own_history(path: Path) -> None:
+    if path.suffix == ".md":
+        texts = [path.read_text()]
+    else:
+        cells = nbformat.read(path, as_version=4).cells
+        texts = [cell.source for cell in cells] + [
+            out.get("text", "") for cell in cells if cell.cell_type == "code" for out in cell.get("outputs", [])
+            if out.get("output_type") == "stream"]
+    found = [line for text in texts for line in history_lines(text)]
+    assert not found, f"{path.relative_to(ROOT)} speaks of its own history (write for the reader):\n" + "\n".join(
+        found)
