@@ -225,7 +225,8 @@ def measure(threads: int, batch: int, rounds: int, reps: int, compiled: bool) ->
     peaks = (peak, matmul_peak(threads))
     peak = max(peaks)
     return {
-        "threads": threads, "batch": batch, "peak_gflops": peak / 1e9, "peaks_gflops": [p / 1e9 for p in peaks], "mflop_per_image": flops / batch / 1e6,
+        "threads": threads, "batch": batch, "peak_gflops": peak / 1e9, "peaks_gflops": [p / 1e9 for p in peaks],
+        "mflop_per_image": flops / batch / 1e6,
         "mflop_per_image_through_kernel": flops_kernel / batch / 1e6, "step_s": t_base,
         "images_per_s": batch / t_base, "gflops": flops / t_base / 1e9, "share_of_peak": flops / t_base / peak,
         "variants": rows, "profile": profile_step(baseline),
