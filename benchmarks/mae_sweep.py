@@ -1,4 +1,4 @@
-"""The MAE's pre-training recipe, chosen on validation (issue 29): named variants, each pre-trained and probed on
+"""The MAE's pre-training recipe, chosen on validation: named variants, each pre-trained and probed on
 val only, along the way.
 
     python benchmarks/mae_sweep.py --variants lr1.5e-3 mask50 --seeds 0 --save-dir runs/mae_sweep \\

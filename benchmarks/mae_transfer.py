@@ -1,4 +1,4 @@
-"""What an MAE encoder gives a labelled task beyond the linear probe (issue 29), on validation canvases only.
+"""What an MAE encoder gives a labelled task beyond the linear probe, on validation canvases only.
 
     python benchmarks/mae_transfer.py finetune --encoder runs/mae/encoder.safetensors --fraction 0.1 \\
         --epochs 20 --lrs 1e-3 4e-3 --seeds 0 --out runs/mae/finetune.jsonl

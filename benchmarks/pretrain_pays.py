@@ -1,4 +1,4 @@
-"""Chapter 10's comparison (issue 45): does MAE pre-training pay against the book's own recipe?
+"""Chapter 10's comparison: does MAE pre-training pay against the book's own recipe?
 
     python benchmarks/pretrain_pays.py jobs                  # what is done, and what can run now (priority order)
     python tools/gpu_sweep.py --runner benchmarks/pretrain_pays.py --jobs $(python benchmarks/pretrain_pays.py \\

@@ -43,7 +43,7 @@ from vitedu import train as T
 
 EPOCHS = 6
 TEACHER_EPOCHS = 4
-BASE = replace(T.PRESETS["cluttered_digits_grid"], epochs=EPOCHS, teacher_epochs=0)  # on the grid (issue 25 retrains)
+BASE = replace(T.PRESETS["cluttered_digits_grid"], epochs=EPOCHS, teacher_epochs=0)  # on the grid
 ARMS = {  # arm -> what differs from BASE
     "vit": dict(model="vit_cluttered_digits"),
     "deit": dict(model="deit_cluttered_digits", teacher_epochs=TEACHER_EPOCHS, distill_temperature=0.0,

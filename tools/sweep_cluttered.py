@@ -4,7 +4,7 @@
     python tools/sweep_cluttered.py --shipped --out sweep.jsonl  # the shipped model, scored the same way
     python tools/sweep_cluttered.py --list                      # the named variants and their overrides
 
-Each variant is PRESETS["cluttered_digits_grid"] (the preset before issue 31; the digit on the patch grid)
+Each variant is PRESETS["cluttered_digits_grid"] (the easier task: the digit on the patch grid)
 with a few fields changed (VARIANTS below; model_kwargs are merged
 into the preset's). Every run writes one JSON line: the variant, the model_kwargs it trained with, seed, val
 accuracy on the 2,000 val canvases that training reports, on 10,000 more val canvases (other positions and
@@ -51,7 +51,7 @@ VARIANTS: dict[str, dict] = {
     "sincos_only": {"model_kwargs": {"weight_init": ""}},
     "random_pos": {"model_kwargs": {"pos_embed": "learn"}},
     "timm_init": {"model_kwargs": {"weight_init": "", "pos_embed": "learn"}},
-    # The honest task (issue 31): the digit at any pixel (position_step=1) for training and every score.
+    # The honest task: the digit at any pixel (position_step=1) for training and every score.
     "anywhere": {"position_step": 1},
     "anywhere_e150": {"position_step": 1, "epochs": 150},
     "anywhere_e150_warp": {"position_step": 1, "epochs": 150, "augment": "digits_warp"},
@@ -74,8 +74,8 @@ VARIANTS: dict[str, dict] = {
     # structure of the trained embeddings come from training (chapter 8, the ViT paper's figure 7)?
     "anywhere_b256_e300_grid60_warp_randompos": {**B256, "epochs": 300, "augment": "digits_warp",
                                                  "model_kwargs": {"pos_embed": "learn"}},
-    # The model's shape and initialisation, carried over from the on-grid search, checked on the honest task
-    # (issue 31): attention from timm's start instead of mimetic, a wider model, larger and smaller patches.
+    # The model's shape and initialisation, carried over from the on-grid search, checked on the honest task:
+    # attention from timm's start instead of mimetic, a wider model, larger and smaller patches.
     "anywhere_b256_e300_grid60_warp_nomimetic": {**B256, "epochs": 300, "augment": "digits_warp",
                                                  "model_kwargs": {"weight_init": ""}},
     "anywhere_b256_e300_grid60_warp_dim96": {**B256, "epochs": 300, "augment": "digits_warp",
