@@ -25,7 +25,20 @@ import json
 import statistics
 
 import torch
-from honest_arms import ABLATIONS, ARMS, FRACTIONS, SEEDS, TEACHER, build, config, needs_teacher, parse_job
+from honest_arms import (
+    ABLATIONS,
+    ARMS,
+    FITTED,
+    FITTED_FRACTION,
+    FRACTIONS,
+    LONGER,
+    SEEDS,
+    TEACHER,
+    build,
+    config,
+    needs_teacher,
+    parse_job,
+)
 from honest_study import RUNS, SUMMARY, WEIGHTS, chosen_lrs, read_runs, role_job
 from safetensors.torch import load_file, save_file
 from variants import attention_analysis
@@ -138,8 +151,8 @@ def analyse(records: list[dict], device: str = "cpu") -> dict:
     scored: dict[tuple[str, int], dict] = {}
     table: dict = {}
     missing = []
-    for role in [*ARMS, *ABLATIONS]:
-        for f in FRACTIONS:
+    for role in [*ARMS, *ABLATIONS, *FITTED]:
+        for f in (FITTED_FRACTION,) if role in FITTED else FRACTIONS:
             name = role_job(role, f, chosen)
             if name is None:
                 missing.append(f"{role}@{f:g}: its learning rate is not chosen yet")
@@ -164,6 +177,8 @@ def analyse(records: list[dict], device: str = "cpu") -> dict:
                "tuning": [{k: r[k] for k in ("arm", "fraction", "lr", "val_acc", "val_loss")} for r in records
                           if r["seed"] == 0 and r["arm"] in ARMS],
                "ablations": {a: {"parent": p, "change": what} for a, (p, _, what) in ABLATIONS.items()},
+               "fitted": {a: {"parent": p, "recipe": "speedrun", "epochs": LONGER.epochs,
+                              "optimizer": LONGER.optimizer} for a, p in FITTED.items()},
                "final": table, "missing": list(dict.fromkeys(missing)), "runs": RUNS.name,
                "scores": {f"{n}:{s}": v for (n, s), v in scored.items()}}
     if write_seed0(chosen):

@@ -13,7 +13,9 @@ that a stopped study has one fraction complete rather than every fraction half d
 1. tuning: every arm at every learning rate of ``LRS``, seed 0 (validation numbers only). The CNN goes first:
    its chosen run is the teacher of the distilled arms (DeiT), which wait for it;
 2. the chosen learning rate of each (arm, fraction), picked on validation (``comparison.pick``), seeds 1 and 2;
-3. every ablation at its parent arm's chosen learning rate, seeds 0-2.
+3. every ablation at its parent arm's chosen learning rate, seeds 0-2;
+4. the longer-budget arms (``FITTED``: the ViT and ConViT trained with the CPU speedrun's recipe), at 10 % of the
+   digits, seeds 0-2: whether ConViT's lead survives a ViT that has fitted.
 Every job checkpoints each epoch into ``SAVE`` and resumes from it, in this session or a later one. A finished job
 appends its validation numbers to ``RUNS`` and its float16 weights to ``WEIGHTS`` (both committed: a later session
 on a fresh machine picks up from them); a tuning run that was not chosen has its weights removed (``prune``).
@@ -37,6 +39,9 @@ from comparison import add_run_command, pick
 from honest_arms import (
     ABLATIONS,
     ARMS,
+    FITTED,
+    FITTED_FRACTION,
+    FITTED_LR,
     FRACTIONS,
     LRS,
     SAME_AS,
@@ -102,7 +107,10 @@ def chosen_lrs(records: list[dict]) -> dict[tuple[str, float], float]:
 
 def role_job(role: str, fraction: float, chosen: dict) -> str | None:
     """The job that stands for ``role`` (an arm or an ablation) at ``fraction`` once its learning rate is chosen:
-    an arm at its own choice, an ablation at its parent's (run under another arm's name if ``SAME_AS`` says so)."""
+    an arm at its own choice, an ablation at its parent's (run under another arm's name if ``SAME_AS`` says so);
+    a longer-budget arm (``FITTED``) at its recipe's rate, at ``FITTED_FRACTION`` only (else None)."""
+    if role in FITTED:
+        return job_name(role, fraction, FITTED_LR) if fraction == FITTED_FRACTION else None
     parent = ABLATIONS[role][0] if role in ABLATIONS else role
     if (parent, fraction) not in chosen:
         return None
@@ -110,15 +118,17 @@ def role_job(role: str, fraction: float, chosen: dict) -> str | None:
 
 
 def final_jobs(chosen: dict) -> list[tuple[str, int]]:
-    """The runs the summary reports (given the choices made so far): main arms and ablations, every seed."""
-    jobs = [(role_job(role, f, chosen), s) for f in FRACTIONS for role in [*ARMS, *ABLATIONS]
+    """The runs the summary reports (given the choices made so far): main arms, ablations and the longer-budget
+    arms, every seed."""
+    jobs = [(role_job(role, f, chosen), s) for f in FRACTIONS for role in [*ARMS, *ABLATIONS, *FITTED]
             if role_job(role, f, chosen) for s in SEEDS]
     return list(dict.fromkeys(jobs))
 
 
 def total_runs() -> int:
     """Runs in the whole study when every ablation that ``SAME_AS`` maps lands on a run of its own (at most)."""
-    return len(FRACTIONS) * (len(ARMS) * (len(LRS) + len(SEEDS) - 1) + len(ABLATIONS) * len(SEEDS))
+    return (len(FRACTIONS) * (len(ARMS) * (len(LRS) + len(SEEDS) - 1) + len(ABLATIONS) * len(SEEDS))
+            + len(FITTED) * len(SEEDS))
 
 
 def teacher_file(records: list[dict], fraction: float, seed: int) -> Path | None:

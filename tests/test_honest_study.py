@@ -18,6 +18,7 @@ from tools_loader import load_benchmark
 from vitedu import cluttered as C
 from vitedu import train as T
 from vitedu.cnn import ConvTeacher, save_conv_teacher
+from vitedu.config import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
 A = load_benchmark("honest_arms")
@@ -72,6 +73,20 @@ def test_the_main_arms_share_the_budget_and_differ_in_model_and_distillation_onl
     assert vit.teacher_epochs == 0 and vit.train_fraction == 0.5
 
 
+def test_the_longer_budget_arms_change_the_recipe_only_and_the_same_for_both_models():
+    for arm, parent in A.FITTED.items():
+        fitted = A.config(arm, A.FITTED_FRACTION, A.FITTED_LR, 1)
+        assert A.config(parent, A.FITTED_FRACTION, 4e-3, 1).model == fitted.model
+        assert fitted.model_kwargs == {"drop_path_rate": 0.0}  # timm's start and learned positions, as the study's
+        recipe_changes = {"model_kwargs.weight_init", "model_kwargs.pos_embed", "train_fraction", "seed"}
+        recipe_changes |= {"model"} if parent != "vit" else set()
+        assert _diff(fitted, PRESETS["speedrun"]) == recipe_changes
+    vit, convit = (A.config(a, 0.1, A.FITTED_LR, 2) for a in A.FITTED)
+    assert _diff(vit, convit) == {"model"} and A.FITTED_FRACTION == 0.1 and A.FITTED_LR == 1.6e-2
+    assert S.role_job("convit_fitted", 0.5, {}) is None  # at 10 % of the digits only
+    assert S.role_job("convit_fitted", 0.1, {}) == "convit_fitted_f0.1_lr0.016"
+
+
 def test_parameter_counts_are_within_ten_percent():
     counts = A.parameter_counts()
     assert set(counts) == set(A.ARMS) | set(A.ABLATIONS)
@@ -108,8 +123,13 @@ def test_the_learning_rate_is_chosen_on_validation_only():
 
 def test_the_planner_tunes_the_teacher_first_and_distilled_runs_wait_for_it():
     rates = len(A.LRS)
-    assert A.FRACTIONS == (0.1, 0.5) and S.total_runs() == 2 * (5 * (rates + 2) + 4 * 3) == 84
+    assert A.FRACTIONS == (0.1, 0.5) and S.total_runs() == 2 * (5 * (rates + 2) + 4 * 3) + 2 * 3 == 90
     todo, waiting = S.plan([])
+    # the longer-budget arms choose nothing: all their runs can start, after the tuning runs of their fraction
+    fitted = [(A.job_name(arm, A.FITTED_FRACTION, A.FITTED_LR), s) for arm in A.FITTED for s in A.SEEDS]
+    assert [j for j in todo if A.parse_job(j[0])[0] in A.FITTED] == fitted
+    assert todo.index(fitted[0]) > todo.index((A.job_name("convit", 0.1, A.LRS[-1]), 0))
+    todo = [j for j in todo if j not in fitted]
     # every arm's tuning runs but DeiT's, which waits for the CNN arm's chosen run; the teacher's at every fraction
     # first, then the smallest fraction first
     assert len(todo) == 2 * 4 * rates and all(seed == 0 for _, seed in todo)
@@ -158,7 +178,8 @@ def test_the_planner_is_done_when_every_final_run_is_in(tmp_path, monkeypatch):
     for n, s in S.final_jobs(chosen):
         (tmp_path / f"{n}_seed{s}.safetensors").write_bytes(b"w")
     assert S.plan(records) == ([], 0)
-    assert len(records) == 2 * (5 * (len(A.LRS) + 2) + 3 * 3)  # deit_none reuses the vit arm's runs at the same rate
+    # deit_none reuses the vit arm's runs at the same rate; the two longer-budget arms, three seeds each
+    assert len(records) == 2 * (5 * (len(A.LRS) + 2) + 3 * 3) + 2 * 3
 
 
 def test_prune_drops_the_weights_of_tuning_runs_that_were_not_chosen(tmp_path, monkeypatch):
@@ -275,6 +296,10 @@ def test_analyse_reads_test_once_for_the_final_runs_only(tmp_path, monkeypatch):
     assert "deit_f0.5_lr0.004:1" in summary["missing"]  # not run yet, and said so
     assert "convit_no_local_init_f0.5_lr0.002:0" in summary["missing"]  # ablations at the parent's choice
     assert "cnn@0.1: its learning rate is not chosen yet" in summary["missing"]
+    assert "vit_fitted_f0.1_lr0.016:2" in summary["missing"]  # the longer budget needs no choice, only its runs
+    assert not any(m.startswith("vit_fitted_f0.5") for m in summary["missing"])
+    assert summary["fitted"]["convit_fitted"] == {"parent": "convit", "recipe": "speedrun", "epochs": 50,
+                                                   "optimizer": "muon"}
     assert json.loads((tmp_path / "summary.json").read_text())["chosen_lr"] == {
         "vit@0.5": 4e-3, "deit@0.5": 4e-3, "convit@0.5": 2e-3}
     assert sorted(looked_inside) == sorted(scored) and row["seeds"][0]["inside"] == {"cls_box": 3.0}

@@ -37,6 +37,16 @@ def test_muon_takes_the_blocks_matrices_and_adamw_everything_else():
     assert opt.muon.param_groups[0]["lr"] == 0.5 and opt.adamw.param_groups[1]["lr"] == 0.5
 
 
+def test_a_convit_keeps_its_position_projection_with_adamw():
+    torch.manual_seed(0)
+    model = vitedu.create_model("convit_cluttered_digits", depth=2, local_up_to_layer=1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    muon = {names[id(p)] for g in O.make_optimizer(model, "muon", lr=1e-3, weight_decay=0.05).muon.param_groups
+            for p in g["params"]}
+    assert "blocks.0.attn.qk.weight" in muon and "blocks.0.mlp.fc2.weight" in muon
+    assert not any(n.endswith("pos_proj.weight") for n in muon)  # heads x (dx, dy, d^2): an input layer
+
+
 def test_a_muon_step_is_an_orthogonalised_step_whose_size_does_not_follow_the_gradient():
     """Muon's update of a matrix has more even singular values than the gradient (five Newton-Schulz steps push
     them towards one value), and its size is set by the learning rate, not by the gradient's scale (the gradient

@@ -35,9 +35,12 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
 
 
 def hidden_matrices(model: nn.Module) -> list[nn.Parameter]:
-    """The 2-D weights inside the encoder blocks (qkv, proj, fc1, fc2): the matrices Muon is for."""
+    """The 2-D weights inside the encoder blocks (qkv, proj, fc1, fc2): the matrices Muon is for. A ConViT
+    block's ``pos_proj`` (heads x 3) reads the three relative-position features, not the tokens: an input layer
+    like the patch embedding, so it stays with AdamW (and keeps its local start's scale)."""
     return [p for name, p in model.named_parameters()
-            if p.requires_grad and p.ndim == 2 and name.startswith("blocks.") and name.endswith("weight")]
+            if p.requires_grad and p.ndim == 2 and name.startswith("blocks.") and name.endswith("weight")
+            and not name.endswith("pos_proj.weight")]
 
 
 class MuonAdamW:
