@@ -37,9 +37,10 @@ _LAZY = {
 }
 _SUBMODULES = (
     "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit", "data",
-    "deit", "digits", "distributed", "faithfulness", "frozen", "grading", "hf_configs", "imagefolder", "interpret",
-    "linear_probe", "loaders", "mae", "mae_pretrain", "mimetic", "models", "optimizers", "preprocess", "pretrained",
-    "probes", "registry", "shift", "shipped", "speedrun", "state_dicts", "timm_configs", "train", "utils", "vit",
+    "deit", "digits", "distributed", "effects", "faithfulness", "frozen", "grading", "hf_configs", "imagefolder",
+    "interpret", "linear_probe", "loaders", "mae", "mae_pretrain", "mimetic", "models", "optimizers", "preprocess",
+    "pretrained", "probes", "registry", "shift", "shipped", "speedrun", "state_dicts", "timm_configs", "train", "utils",
+    "vit",
 )
 
 
