@@ -69,7 +69,7 @@ def accuracy(model: torch.nn.Module, position_step: int, device: str, n: int | N
     """Accuracy on the 2,000 test canvases (or the first ``n``), the digit's cell at multiples of ``position_step``
     (1: anywhere)."""
     images, labels, _ = (t[:n] for t in C.load_cluttered_digits("test", position_step=position_step))
-    images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    images = C.normalise_canvases(images)
     loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
     return evaluate(model, loader)[1]
 
@@ -86,7 +86,7 @@ def score(model: torch.nn.Module, device: str) -> dict:
 def inside(model: torch.nn.Module, teacher: torch.nn.Module | None, device: str) -> dict:
     """What chapter 9 reads inside a trained transformer, on the first ``ANALYSE`` test canvases, digit anywhere."""
     images, labels, boxes = (t[:ANALYSE] for t in C.load_cluttered_digits("test", position_step=1))
-    images = ((images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]).to(device)
+    images = C.normalise_canvases(images).to(device)
     labels, model = labels.to(device), model.eval()
     out = attention_analysis(model, images, boxes.to(device))
     if hasattr(model, "gates"):  # ConViT: (gpsa layers, heads), the share of positional attention

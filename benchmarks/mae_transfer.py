@@ -51,7 +51,7 @@ from vitedu import (
 from vitedu import linear_probe as probe
 from vitedu import train as T
 from vitedu.checkpoints import atomic_write
-from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits
+from vitedu.cluttered import load_cluttered_digits, normalise_canvases
 from vitedu.interpret import box_coverage
 from vitedu.shipped import shipped_metadata
 
@@ -155,7 +155,7 @@ def probe_val(f_train: Tensor, y_train: Tensor, f_val: Tensor, y_val: Tensor) ->
 
 def canvases(split: str, **kw) -> tuple[Tensor, Tensor, Tensor]:
     images, labels, boxes = load_cluttered_digits(split, **kw)
-    return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels, boxes
+    return normalise_canvases(images), labels, boxes
 
 
 def labelled_canvases(fraction: float, n: int, seed: int) -> tuple[Tensor, Tensor]:

@@ -249,7 +249,7 @@ def load(name: str, seed: int, device: str = "cpu") -> torch.nn.Module:
 def _test_canvases() -> tuple[torch.Tensor, torch.Tensor]:
     """The 2,000 test canvases with the digit anywhere, normalised, and their labels (made once a process)."""
     images, labels, _ = C.load_cluttered_digits("test", position_step=1)
-    return (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0], labels
+    return C.normalise_canvases(images), labels
 
 
 @torch.no_grad()

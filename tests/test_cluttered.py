@@ -132,6 +132,18 @@ def test_normalisation_constants_match_training_canvases():
     assert images.std().item() == pytest.approx(C.CLUTTERED_STD[0], abs=2e-3)
 
 
+def test_one_normalisation_for_the_loader_the_model_transform_and_the_helpers():
+    import vitedu
+
+    images = C.load_cluttered_digits("val", num_images=8)[0]
+    model = vitedu.create_model("vit_cluttered_digits")
+    assert torch.equal(C.normalise_canvases(images), vitedu.create_transform(model)(images))
+    loader = C.ClutteredLoader(*load_digits()["train"], num_images=8, batch_size=8, seed=0)
+    batch = next(iter(loader))[0]  # (8, 1, 32, 32): the loader's own normalisation
+    blank, ink = C.normalise_canvases(torch.tensor([0.0, 1.0]))  # the background, and full ink
+    assert batch.min() == blank and batch.max() <= ink + 1e-6 and (batch == blank).float().mean() > 0.5
+
+
 def test_loader_draws_fresh_canvases_each_epoch_and_is_seeded():
     digits, labels = D.load_digits()["train"]
     loader = C.ClutteredLoader(digits, labels, 100, 32)

@@ -42,7 +42,7 @@ def test_accuracy(model: torch.nn.Module, position_step: int) -> float:
     from vitedu import cluttered as C
 
     images, labels, _ = C.load_cluttered_digits("test", position_step=position_step)
-    images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    images = C.normalise_canvases(images)
     return evaluate(model.eval(), [(images[i:i + 500], labels[i:i + 500]) for i in range(0, len(labels), 500)])[1]
 
 

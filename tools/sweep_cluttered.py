@@ -163,7 +163,7 @@ def score(model: torch.nn.Module, device: str, position_step: int) -> dict:
     for name, (images, labels, _) in {"val_acc": C.load_cluttered_digits("val", **step),
                                       "val10k_acc": C.load_cluttered_digits("val", num_images=VAL_MORE, seed=1,
                                                                             **step)}.items():
-        images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+        images = C.normalise_canvases(images)
         loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
         found[name] = round(evaluate(model, loader)[1], 4)
     grid, patch = model.patch_embed.grid_size, model.patch_embed.patch_size[0]  # e.g. (8, 8) and 4

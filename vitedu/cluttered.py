@@ -262,6 +262,14 @@ def load_cluttered_digits(
                           position_offset=position_offset, clutter_pool=pool)
 
 
+def normalise_canvases(images: Tensor) -> Tensor:
+    """Canvases in [0, 1] -> what the cluttered-digit models read: ``(images - CLUTTERED_MEAN) / CLUTTERED_STD``.
+    The one normalisation of the task: :class:`ClutteredLoader` applies it in training, and the models' own
+    ``pretrained_cfg`` records it, so ``vitedu.create_transform(model)(images)`` gives the same for a model
+    that carries one; this function serves the rest (a convnet, a bare encoder)."""
+    return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0]
+
+
 class ClutteredLoader:
     """Mini-batches of *fresh* cluttered canvases: every epoch draws new positions and new clutter.
 
@@ -371,4 +379,4 @@ def cluttered_loaders(config: Any, device: torch.device | str = "cpu", rank: int
 
 __all__ = ["CANVAS_SIZE", "CLUTTERED_MEAN", "CLUTTERED_SIZES", "CLUTTERED_STD", "ClutteredLoader", "FRAGMENT_SIZE",
            "GRID_STEP", "NUM_FRAGMENTS", "POSITION_STEP", "cluttered_loaders", "ink_boxes", "load_cluttered_digits",
-           "make_cluttered", "rescale_digits", "window_patches"]
+           "make_cluttered", "normalise_canvases", "rescale_digits", "window_patches"]

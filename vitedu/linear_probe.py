@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits
+from .cluttered import load_cluttered_digits, normalise_canvases
 
 POOLS = ("cls", "mean")  # the probe's two feature choices
 PROBE_WEIGHT_DECAYS = (0.0, 1e-4, 1e-3, 1e-2, 1e-1)  # the L2 penalties the probe chooses from on val
@@ -67,7 +67,7 @@ def probe_data(n_labelled: int, seed: int, position_step: int = 1, test: bool = 
     ``test=False`` leaves test out: a recipe search (benchmarks/mae_sweep.py) never has it to read."""
     def normed(split: str, **kw) -> tuple[Tensor, Tensor]:
         images, labels, _ = load_cluttered_digits(split, position_step=position_step, **kw)
-        return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels
+        return normalise_canvases(images), labels
 
     data = {"train": normed("train", num_images=n_labelled, seed=seed), "val": normed("val")}
     return data | {"test": normed("test")} if test else data

@@ -29,8 +29,9 @@ import torch
 from torch import Tensor
 
 from .checkpoints import STATE_FILE, load_checkpoint, refuse_file_as_folder, save_checkpoint, save_state_dict
-from .cluttered import CLUTTERED_MEAN, CLUTTERED_STD, make_cluttered
+from .cluttered import make_cluttered, normalise_canvases
 from .config import ConfigError
+from .constants import CLUTTERED_MEAN, CLUTTERED_STD
 from .digits import DIGITS_MAX, load_digits
 from .mae import MaskedAutoencoder
 from .train import lr_at, param_groups
@@ -135,7 +136,7 @@ def unlabelled_canvases(split: str, num_images: int, seed: int, position_step: i
     placeholders = torch.zeros(len(digits), dtype=torch.long)
     generator = torch.Generator().manual_seed(seed)
     images, _, _ = make_cluttered(digits, placeholders, num_images, generator, position_step=position_step)
-    return (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0]
+    return normalise_canvases(images)
 
 
 def epoch_canvases(config: MAEConfig, epoch: int) -> Tensor:

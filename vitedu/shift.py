@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from .cluttered import CLUTTERED_MEAN, CLUTTERED_STD, load_cluttered_digits
+from .cluttered import load_cluttered_digits, normalise_canvases
 
 
 @torch.no_grad()
@@ -29,12 +29,8 @@ def offset_accuracy(
 
     -> (patch_size, patch_size) float tensor; entry [r, c] is the accuracy on ``num_images`` canvases of
     ``split`` whose digit cell sits at row offset r and column offset c from the patch grid. The model is
-    put in eval mode and fed canvases normalised with ``CLUTTERED_MEAN`` / ``CLUTTERED_STD``.
-
-    ``batch_size`` only trades memory for speed (the shipped ViT's 16 offsets come out identical at 100 and
-    500). On a CPU, 100 canvases a batch keep each block's activations in the caches; at 500 the allocator
-    hands back fresh pages every batch, and the page faults cost the shipped ViT about 5 CPU-s on 16,000
-    canvases.
+    put in eval mode and fed canvases normalised as in training (``vitedu.cluttered.normalise_canvases``).
+    ``batch_size`` trades memory for speed only: the accuracies do not depend on it.
     """
     if patch_size < 1:
         raise ValueError(f"patch_size must be a positive number of pixels, got {patch_size}")
@@ -45,7 +41,7 @@ def offset_accuracy(
         for c in range(patch_size):
             images, labels, _ = load_cluttered_digits(split, num_images, seed=seed, position_step=patch_size,
                                                       position_offset=(r, c))
-            images = (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0]  # (N, 1, 32, 32)
+            images = normalise_canvases(images)  # (N, 1, 32, 32)
             correct = 0
             for i in range(0, len(labels), batch_size):
                 logits = model(images[i:i + batch_size].to(device))  # (batch, classes)
