@@ -98,7 +98,7 @@ def analyse(arm: str, model: torch.nn.Module, teacher: torch.nn.Module | None) -
     """What chapter 9 reads from each trained model, on the first ``ANALYSE`` test canvases."""
     # the digit on the grid, as the models were trained (BASE); chapter 9 reads the same canvases
     images, labels, boxes = (t[:ANALYSE] for t in C.load_cluttered_digits("test", position_step=BASE.position_step))
-    images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    images = C.normalise_canvases(images)
     model.eval()
     out = attention_analysis(model, images, boxes)
     if arm == "convit":
