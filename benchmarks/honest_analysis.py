@@ -11,6 +11,9 @@ and for every arm/ablation and fraction the per-seed and mean +- std of each num
 Each final run also gets what chapter 9 reads from inside it (``inside``), on the first ``ANALYSE`` test canvases
 with the digit anywhere: every layer's mean attention distance, how much of [CLS]'s (and [DIST]'s) last attention
 lands on the digit, a ConViT's gates, and how often a DeiT's two heads, its teacher and the labels agree.
+The ViT's and ConViT's runs, and the longer-budget arms', also get ``own_digits_acc``: accuracy on fresh canvases
+of their own training digits, which says whether a run has fitted what it trained on (a training number: it is
+added to a run scored before without reading test again).
 
 A run is scored once: its numbers are kept in ``SUMMARY`` ("scores") and read from there when the analysis runs
 again (after more runs finished), so test is read once per run, after every choice at its fraction was made.
@@ -48,7 +51,8 @@ from vitedu.cnn import load_conv_teacher
 from vitedu.shift import offset_accuracy
 from vitedu.train import evaluate
 
-METRICS = ("test_acc", "grid_acc", "offset_worst", "offset_mean", "train_seconds")
+METRICS = ("test_acc", "grid_acc", "offset_worst", "offset_mean", "train_seconds", "own_digits_acc")
+FIT_CHECKED = ("vit", "convit", *FITTED)  # the roles whose fit to their own training digits is measured
 ANALYSE = 500  # test canvases (digit anywhere) for what is read inside the models
 SEED0_FRACTION = 0.1  # the seed-0 models chapter 9 looks inside: the fraction complete first
 SEED0_FILE = RUNS.parent.parent / "variants_seed0.safetensors"
@@ -69,6 +73,16 @@ def accuracy(model: torch.nn.Module, position_step: int, device: str, n: int | N
     """Accuracy on the 2,000 test canvases (or the first ``n``), the digit's cell at multiples of ``position_step``
     (1: anywhere)."""
     images, labels, _ = (t[:n] for t in C.load_cluttered_digits("test", position_step=position_step))
+    images = C.normalise_canvases(images)
+    loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
+    return evaluate(model, loader)[1]
+
+
+@torch.no_grad()
+def own_digits_accuracy(model: torch.nn.Module, fraction: float, seed: int, device: str) -> float:
+    """Accuracy on 2,000 fresh canvases (digit anywhere) made from the run's *own* training digits (the
+    stratified ``fraction`` its seed drew): how well it has fitted what it trained on. Not a test number."""
+    images, labels, _ = C.load_cluttered_digits("train", num_images=2_000, seed=seed, fraction=fraction)
     images = C.normalise_canvases(images)
     loader = [(images[i:i + 500].to(device), labels[i:i + 500].to(device)) for i in range(0, len(labels), 500)]
     return evaluate(model, loader)[1]
@@ -169,6 +183,10 @@ def analyse(records: list[dict], device: str = "cpu") -> dict:
                     scored[name, seed] = {**score(model, device), "train_seconds": by_job[name, seed]["train_seconds"]}
                     if parse_job(name)[0] != TEACHER:
                         scored[name, seed]["inside"] = inside(model, teacher_of(by_job[name, seed], device), device)
+                if role in FIT_CHECKED and "own_digits_acc" not in scored[name, seed]:
+                    # also for a run scored before: a number on its training digits, so no test is read again
+                    own = own_digits_accuracy(load(name, seed, device), f, seed, device)
+                    scored[name, seed]["own_digits_acc"] = own
                 row["seeds"][seed] = scored[name, seed]
             for metric in METRICS:
                 values = [s[metric] for s in row["seeds"].values() if s.get(metric) is not None]

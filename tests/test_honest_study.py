@@ -282,6 +282,8 @@ def test_analyse_reads_test_once_for_the_final_runs_only(tmp_path, monkeypatch):
     monkeypatch.setattr(H, "score", lambda model, device: scored.append(model) or
                         {"test_acc": 0.5, "grid_acc": 0.52, "offset_worst": 0.4, "offset_mean": 0.45, "offsets": []})
     monkeypatch.setattr(H, "inside", lambda model, teacher, device: looked_inside.append(model) or {"cls_box": 3.0})
+    fitted = []
+    monkeypatch.setattr(H, "own_digits_accuracy", lambda model, f, seed, device: fitted.append(model) or 0.9)
     records = _tuned("convit", 0.5, 2e-3) + _tuned("deit", 0.5, 4e-3) + _tuned("vit", 0.5, 4e-3)
     records += [_record("convit", 0.5, 2e-3, s, 0.9, train_seconds=60.0) for s in (1, 2)]
     records = [dict(r, train_seconds=r.get("train_seconds", 50.0)) for r in records]
@@ -303,6 +305,10 @@ def test_analyse_reads_test_once_for_the_final_runs_only(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "summary.json").read_text())["chosen_lr"] == {
         "vit@0.5": 4e-3, "deit@0.5": 4e-3, "convit@0.5": 2e-3}
     assert sorted(looked_inside) == sorted(scored) and row["seeds"][0]["inside"] == {"cls_box": 3.0}
+    # the fit to their own training digits: for the ViT and ConViT runs only
+    assert sorted(fitted) == sorted([(A.job_name("convit", 0.5, 2e-3), s) for s in A.SEEDS]
+                                    + [(A.job_name("vit", 0.5, 4e-3), 0)])
+    assert row["own_digits_acc"]["mean"] == 0.9
     assert not (tmp_path / "seed0.safetensors").exists()  # not every arm's seed-0 model is there
     # a second analysis, after one more run finished, scores only that run: test is read once per run
     records.append(dict(_record("vit", 0.5, 4e-3, 1, 0.9), train_seconds=50.0))
