@@ -13,9 +13,9 @@ import io
 import re
 import subprocess
 import sys
+import tomllib
 
 import pytest
-import tomllib
 import yaml
 from book_pages import ROOT, book_config, colab_url, toc_pages
 
