@@ -163,6 +163,25 @@ def test_colab_badge_and_install_line_come_from_the_repository_url():
         "the install line stands in a code block of its own, with the repository URL of _config.yml"
 
 
+def test_the_book_is_published_by_a_workflow_that_runs_the_readmes_book_command():
+    owner, name = book_config()["repository"]["url"].rstrip("/").split("/")[-2:]
+    pages = f"https://{owner}.github.io/{name}/"
+    assert pages in TEXT.split("## Set up")[0], "the README's first lines link the published book"
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())
+    steps = workflow["jobs"]["build"]["steps"]
+    assert {"run": "make book"} in steps  # the README's own command
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-pages-artifact"))
+    assert upload["with"]["path"] == "_build/html"
+    assert any(s.get("uses", "").startswith("actions/deploy-pages") for s in workflow["jobs"]["deploy"]["steps"])
+    assert pages in (ROOT / ".github" / "workflows" / "book.yml").read_text()
+
+
+def test_the_cpu_torch_advice_stands_beside_the_install_line():
+    usage = _section("Use the package")
+    install = usage.index('pip install "vitedu @')
+    assert "https://download.pytorch.org/whl/cpu" in usage[install:install + 400]
+
+
 def test_ci_runs_the_readmes_test_command():
     setup = _section("Set up: two commands")
     assert re.search(r"^make test\b", setup, re.M)
