@@ -426,7 +426,12 @@ def test_rescale_digits_is_bilinear_and_keeps_the_range():
     reference = torch.nn.functional.interpolate(digits, size=(16, 16), mode="bilinear", align_corners=False)
     assert big.shape == (2, 1, 16, 16) and torch.allclose(big, reference.clamp(0, 1))
     assert big[0, 0, :, :7].eq(1).all() and big[0, 0, :, 9:].eq(0).all()  # the edge moves with the scale
-    assert C.rescale_digits(digits, 6).shape == (2, 1, 6, 6)
+    small = C.rescale_digits(digits, 6)
+    assert small.shape == (2, 1, 6, 6)
+    # shrinking is antialiased: every input pixel counts, so the ink's mean survives (plain bilinear samples)
+    stroke = torch.zeros(1, 1, 8, 8)
+    stroke[0, 0, :, 3] = 1.0  # a one-pixel vertical stroke
+    assert C.rescale_digits(stroke, 6).mean() == pytest.approx(stroke.mean().item(), rel=0.05)
     with pytest.raises(ValueError, match="square digits"):
         C.rescale_digits(torch.zeros(2, 1, 8, 6), 10)
     with pytest.raises(ValueError, match="at least 1"):

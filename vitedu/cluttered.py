@@ -75,18 +75,21 @@ def ink_boxes(digits: Tensor) -> Tensor:
 
 
 def rescale_digits(digits: Tensor, size: int) -> Tensor:
-    """Resize square digits to ``size`` x ``size`` pixels by bilinear interpolation (a nuisance test).
+    """Resize square digits to ``size`` x ``size`` pixels by antialiased bilinear interpolation (a nuisance test).
 
     (M, 1, h, w) in [0, 1] -> (M, 1, size, size) float32 in [0, 1]. The task draws every digit at one size
     (8x8); a model tested only there may have learned that size. Chapter 8 reads the shipped model on
     digits rescaled to 6, 10 and 12 pixels with :func:`load_cluttered_digits` (``digit_size``), the
-    clutter unchanged. Plain bilinear (``align_corners=False``, no antialiasing), clamped to [0, 1].
+    clutter unchanged. Antialiased (``antialias=True``, ``align_corners=False``): shrinking averages every
+    pixel of a stroke into the smaller digit instead of sampling some and skipping the rest, so a thin stroke
+    is not lost to the resampler; enlarging is plain bilinear. Clamped to [0, 1].
     """
     if digits.dim() != 4 or digits.shape[-1] != digits.shape[-2]:
         raise ValueError(f"expected square digits (M, 1, h, h), got {tuple(digits.shape)}")
     if size < 1:
         raise ValueError(f"size is the new side of each digit in pixels, at least 1; got {size}")
-    resized = F.interpolate(digits.float(), size=(size, size), mode="bilinear", align_corners=False)
+    resized = F.interpolate(digits.float(), size=(size, size), mode="bilinear", align_corners=False,
+                            antialias=True)
     return resized.clamp(0.0, 1.0)
 
 
