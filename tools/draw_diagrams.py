@@ -376,7 +376,8 @@ def attention_matmul() -> Diagram:
     d = Diagram(
         476,
         "Self-attention as matrix products",
-        "The token matrix X (T x D, one token per row) is multiplied by W_q, W_k and W_v to give the queries Q and "
+        "The token matrix X (T x D, one token per row) is multiplied by W_q, W_k (D x d_k) and W_v (D x d_v) to "
+        "give the queries Q and "
         "keys K (T x d_k) and the values V (T x d_v). Q K^T / sqrt(d_k) gives the scores S (T x T); a softmax "
         "over each row gives the attention weights A (T x T), each row summing to one; A V gives the output Z "
         "(T x d_v), one row per token.",
@@ -395,6 +396,7 @@ def attention_matmul() -> Diagram:
         for kind, y in ys.items():
             d.arrow((124, y + 40), (196, y + 40))
             d.shape(160, y + 24, f"$·W_{kind}$", anchor="middle")
+            d.shape(160, y + 58, "$D × d_v$" if kind == "v" else "$D × d_k$", anchor="middle")
         for kind, y in ys.items():
             d.matrix(198, y + 15, 5, 44, 50, kind)
             d.ctext(220, y + 2, f"${kind.upper()}$", 18)
@@ -545,7 +547,7 @@ def patching() -> Diagram:
             r0, c0 = 2 * (i // 3), 2 * (i % 3)
             strip = SEVEN[r0][c0 : c0 + 2] + SEVEN[r0 + 1][c0 : c0 + 2]
             d.pixels(446, 52 + i * 14, [strip], 12)
-        d.note(506, 90, "patch 1", anchor="start")
+        d.note(506, 62, "patch 1", anchor="start")  # beside the first flattened row (y 52 to 64)
         d.note(506, 174, "patch $N$", anchor="start")
     with d.group("linear embedding: the same E for every patch"):
         d.arrow((470, 182), (470, 246))
