@@ -324,9 +324,9 @@ def fit(
                if config.teacher_epochs or config.teacher_path else None)
     if hasattr(model, "set_distilled_training"):  # DeiT: two outputs in training only when there is a teacher
         model.set_distilled_training(teacher is not None)
-    trained = distributed.wrap(model, device)  # DDP averages gradients over processes
+    stepped = distributed.wrap(model, device)  # what the steps call: DDP averages gradients over processes
     if compile:
-        trained = torch.compile(trained)
+        stepped = torch.compile(stepped)
     start_epoch, step, history = 0, 0, History()
     if resuming:
         state = load_checkpoint(out, model, optimizer, scaler)
@@ -337,7 +337,7 @@ def fit(
     for epoch in range(start_epoch, config.epochs if stop_after is None else min(stop_after, config.epochs)):
         loaders["train"].set_epoch(epoch)  # batch order and augmentation depend on (seed, epoch) only,
         torch.manual_seed(config.seed * 1000 + epoch + 7_919 * process.rank)  # and so do dropout / drop-path
-        loss, acc, speed, step = train_one_epoch(trained, loaders["train"], optimizer, scaler, config, step,
+        loss, acc, speed, step = train_one_epoch(stepped, loaders["train"], optimizer, scaler, config, step,
                                                  total_steps, teacher, progress, f"epoch {epoch + 1}/{config.epochs}",
                                                  precision)
         validate = (epoch + 1) % validate_every == 0 or epoch + 1 == config.epochs
@@ -382,10 +382,10 @@ def train_teacher(
     teacher_config = replace(config, warmup_epochs=1.0)  # the student's recipe, one epoch of warm-up
     step, total_steps = 0, config.teacher_epochs * len(loaders["train"])
     torch.manual_seed(config.seed + 1 + 7_919 * distributed.current().rank)
-    trained = distributed.wrap(teacher, device)
+    stepped = distributed.wrap(teacher, device)
     for epoch in range(config.teacher_epochs):
         loaders["train"].set_epoch(10_000 + epoch)  # batches of its own, independent of the student's
-        _, _, _, step = train_one_epoch(trained, loaders["train"], optimizer, scaler, teacher_config, step,
+        _, _, _, step = train_one_epoch(stepped, loaders["train"], optimizer, scaler, teacher_config, step,
                                         total_steps, None, progress, f"teacher {epoch + 1}/{config.teacher_epochs}",
                                         precision)
     _, val_acc = evaluate(teacher, loaders["val"])
