@@ -10,8 +10,8 @@ TORCH_INDEX ?=
 PIP         := $(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt \
                $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 # pip installs one package after another; uv (pinned in constraints.txt, put into the venv by pip) installs
-# the same pins in parallel and compiles their bytecode as pip does. On this 2-core machine, busy with other
-# work, a fresh book environment took 54-80 s instead of 148 s, the full one 173 s instead of 833 s.
+# the same pins in parallel and compiles their bytecode as pip does, several times faster (benchmarks/README.md
+# has the times).
 # uv does not read pip's configuration, so the wheel folder pip is pointed at (PIP_FIND_LINKS: where a
 # machine keeps its CPU build of torch) is passed on; if uv fails, pip installs the same thing.
 # INSTALLER=pip skips uv.

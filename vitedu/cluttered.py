@@ -46,9 +46,9 @@ NUM_FRAGMENTS = 10
 # The digit's cell starts at multiples of this: 1, anywhere (the honest task), or 4, on the 4x4 patch grid of
 # vit_cluttered_digits (one of 7 x 7 = 49 positions, exactly 2 x 2 patches). A convolution reads a shifted digit
 # with the same weights; a ViT has no such prior and must learn every digit at every sub-patch shift from data.
-# On the grid it only has to learn *where* the digit is, and a model trained there alone falls to about 10 %
-# one pixel off it (benchmarks/README.md, "The shift experiment"). Training uses the grid only as a first
-# lesson (TrainConfig.grid_epochs); every score is with the digit anywhere.
+# On the grid it only has to learn *where* the digit is, and a model trained there alone fails one pixel off it
+# (chapter 8's shift experiment). Training uses the grid only as a first lesson (TrainConfig.grid_epochs); every
+# score is with the digit anywhere.
 POSITION_STEP = 1
 # The patch grid of vit_cluttered_digits (4x4 patches): position_step=GRID_STEP puts the digit on it.
 GRID_STEP = 4
