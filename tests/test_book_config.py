@@ -235,6 +235,26 @@ def test_plain_docstrings_render_as_written() -> None:
                      "AttentionBase", "MultiHeadSelfAttention"]
 
 
+def test_docstrings_typeset_maths_and_link_citations_on_the_api_page() -> None:
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    try:
+        from vitedu_book import CITATIONS, MODULE_CITATIONS, typeset
+    finally:
+        sys.path.remove(str(ROOT / "book" / "_ext"))
+    doc = ["Attention (Vaswani et al., 2017): $N = HW/P^2$ tokens, a cost of $5 (not maths).",
+           "Stochastic depth (DropPath, Huang et al., 2016).", "::", "", "    $x$ (Vaswani et al., 2017)",
+           "| (batch, tokens) -> $y$", "CaiT (Touvron et al., 2021)."]
+    assert typeset(doc, "vitedu.cait") == [
+        "Attention :cite:p:`vaswani2017attention`: :math:`N = HW/P^2` tokens, a cost of $5 (not maths).",
+        "Stochastic depth (DropPath, :cite:t:`huang2016stochastic`).", "::", "", "    $x$ (Vaswani et al., 2017)",
+        "| (batch, tokens) -> $y$", "CaiT :cite:p:`touvron2021cait`."]
+    assert typeset(["(Touvron et al., 2021)"], "vitedu.deit") == [":cite:p:`touvron2021deit`"]
+    # every key is in the bibliography
+    bib = (ROOT / "book" / "references.bib").read_text()
+    keys = set(CITATIONS.values()) | {k for table in MODULE_CITATIONS.values() for k in table.values()}
+    assert all(re.search(rf"@\w+\{{{key},", bib) for key in keys), keys
+
+
 # `pytest --nbval` from the repository root, with no other flag, is the project's notebook check: it must
 # re-execute every chapter and every assignment source (never the student releases), in this environment's
 # kernel, with the sanitiser, and still run the tests in tests/ (pyproject.toml's testpaths, conftest.py).

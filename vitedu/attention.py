@@ -1,6 +1,8 @@
-"""Scaled dot-product attention and multi-head self-attention (Vaswani et al., 2017).
+r"""Scaled dot-product attention and multi-head self-attention (Vaswani et al., 2017):
 
-    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
+.. math::
+
+    \operatorname{Attention}(Q, K, V) = \operatorname{softmax}\big(Q K^\top / \sqrt{d_k}\big)\, V
 
 One function holds both routes: the explicit maths, which also returns the attention weights (the
 T x T matrix the book plots), and PyTorch's fused kernel (``F.scaled_dot_product_attention``), which
@@ -134,8 +136,9 @@ class AttentionBase(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} must define project(x) -> q, k, v")
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        """softmax(q k^T * scale) v per head, with dropout on the weights in training; the fused kernel unless the
-        weights are needed or ``fused_attn`` is off. -> (batch, heads, queries, head_dim), weights or None"""
+        r"""$\operatorname{softmax}(q k^\top \cdot \mathrm{scale})\, v$ per head, with dropout on the weights in
+        training; the fused kernel unless the weights are needed or ``fused_attn`` is off.
+        -> (batch, heads, queries, head_dim), weights or None"""
         return scaled_dot_product_attention(
             q, k, v,
             dropout_p=self.attn_drop.p if self.training else 0.0,

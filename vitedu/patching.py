@@ -1,7 +1,7 @@
-"""An image as a sequence of tokens: patches, their linear embedding, and position embeddings.
+r"""An image as a sequence of tokens: patches, their linear embedding, and position embeddings.
 
-A 224 x 224 image cut into 16 x 16 patches is a 14 x 14 grid, i.e. N = HW / P^2 = 196 tokens, each a
-flattened patch of P * P * C = 768 numbers (Dosovitskiy et al., 2021).
+A 224 x 224 image cut into 16 x 16 patches is a 14 x 14 grid, i.e. $N = HW / P^2 = 196$ tokens, each a
+flattened patch of $P \cdot P \cdot C = 768$ numbers (Dosovitskiy et al., 2021).
 """
 
 from __future__ import annotations

@@ -91,6 +91,41 @@ def plain_to_rst(lines: list[str]) -> list[str]:
     return out
 
 
+# Docstrings cite papers as "(Author et al., YEAR)", which reads well in help(); on the API page each becomes a
+# citation linked to the bibliography. DeiT and CaiT share authors and year: the module decides.
+CITATIONS = {
+    "Vaswani et al., 2017": "vaswani2017attention", "Dosovitskiy et al., 2021": "dosovitskiy2021vit",
+    "Touvron et al., 2021": "touvron2021deit", "d'Ascoli et al., 2021": "dascoli2021convit",
+    "He et al., 2022": "he2022mae", "Huang et al., 2016": "huang2016stochastic",
+    "Cubuk et al., 2020": "cubuk2020randaugment", "Shazeer et al., 2020": "shazeer2020talkingheads",
+    "Darcet et al., 2024": "darcet2024registers", "Liu et al., 2025": "liu2025muonscalable",
+    "Jordan et al., 2024": "jordan2024muon", "Loshchilov & Hutter, 2019": "loshchilov2019adamw",
+}
+MODULE_CITATIONS = {"vitedu.cait": {"Touvron et al., 2021": "touvron2021cait"}}
+_INLINE_MATH = re.compile(r"(?<![\\$\w])\$([^$\n]+?)\$(?![\w$])")  # $N = HW/P^2$, not a $$ block
+
+
+def typeset(lines: list[str], module: str) -> list[str]:
+    """Prose lines of a converted docstring: ``$...$`` -> inline maths, "(Author et al., YEAR)" -> a linked
+    citation (alone in its brackets: ``:cite:p:``; beside other words: ``:cite:t:``). Literal blocks, shape
+    line blocks and directives are left alone."""
+    table = {**CITATIONS, **MODULE_CITATIONS.get(module, {})}
+    out, literal = [], False
+    for line in lines:
+        if line.rstrip().endswith("::"):
+            literal = True  # what follows, indented, is a literal block or a directive's content
+        elif line.strip() and not line[0].isspace():
+            literal = False
+        if literal or line.startswith("| ") or line.startswith(".. "):
+            out.append(line)
+            continue
+        line = _INLINE_MATH.sub(lambda m: f":math:`{m.group(1)}`", line)
+        for text, key in table.items():
+            line = line.replace(f"({text})", f":cite:p:`{key}`").replace(text, f":cite:t:`{key}`")
+        out.append(line)
+    return out
+
+
 def _process_docstring(app, what, name, obj, options, lines: list[str]) -> None:
     if not name.startswith("vitedu"):
         return
@@ -100,7 +135,8 @@ def _process_docstring(app, what, name, obj, options, lines: list[str]) -> None:
         # A module's docstring is not indented by any enclosing block, so use it as written.
         raw = obj.__doc__.expandtabs().strip("\n").splitlines()
         lines[:] = [raw[0].strip(), *raw[1:], ""]
-    lines[:] = plain_to_rst(lines)
+    module = name if what == "module" else getattr(obj, "__module__", "") or ""
+    lines[:] = typeset(plain_to_rst(lines), module)
 
 
 def public_members(modname: str) -> list[tuple[str, str]]:
