@@ -45,7 +45,7 @@ class PairedDifference:
 
     @property
     def effect(self) -> bool:
-        """The rule: the interval excludes zero."""
+        """True when the interval excludes zero (the book's rule for an effect)."""
         return self.low > 0 or self.high < 0
 
     def __str__(self) -> str:
