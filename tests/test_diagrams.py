@@ -30,6 +30,7 @@ FILES = {
     "cait_class_attention.svg": "09_after_vit",
     "convit_gpsa.svg": "09_after_vit",
     "mae.svg": "10_masked_autoencoder",
+    "chapter_map.svg": "book/intro.md",  # the home page
 }
 
 
@@ -148,3 +149,5 @@ def test_labels_follow_the_books_notation():
     assert "(N + 1) × d" in cait and "1 × d" in cait  # keys/values from [CLS] and the patches; one query
     assert "σ(λ" in words("convit_gpsa.svg") and "1 − σ(λ" in words("convit_gpsa.svg")
     assert "hidden" in words("mae.svg") and "D" in words("mae.svg")
+    chapters = words("chapter_map.svg")
+    assert all(f"{n}. " in chapters for n in range(1, 11)) and "A1." in chapters and "A2." in chapters

@@ -1,4 +1,4 @@
-"""Draw the book's architecture diagrams: nine SVG files in book/diagrams/, in one visual language.
+"""Draw the book's diagrams: ten SVG files in book/diagrams/ (nine architectures, one chapter map), one style.
 
     python tools/draw_diagrams.py           # (re)write book/diagrams/*.svg
     python tools/draw_diagrams.py --check   # exit 1 if a committed SVG differs from what this script draws
@@ -1022,6 +1022,56 @@ def mae() -> Diagram:
     return d
 
 
+def chapter_map() -> Diagram:
+    """The home page: the chapters and appendices as boxes, an arrow from each to what builds on it."""
+    d = Diagram(
+        440,
+        "How the chapters build on each other",
+        "Four rows of chapters. Attention: 1 self-attention, 2 why divide by the square root of d_k, 3 multi-head "
+        "attention. The Vision Transformer: 4 patches and positions, 5 the encoder block, 6 the full ViT. "
+        "Training: 7 training a ViT, 8 inside a trained ViT, and appendix 1, six bugs that run. After ViT: "
+        "9 DeiT, CaiT and ConViT, 10 a masked autoencoder (learning without labels), and appendix 2, the ViT "
+        "in minutes on a CPU. Arrows "
+        "go from a chapter to the chapters that build on it: 1 to 2, 3 and 4; 2 to 3; 3 and 4 to 5; 5 to 6; "
+        "6 to 7 and to appendix 1; 7 to 8; 8 to 9, 10 and appendix 2.",
+    )
+    w, h = 190, 44
+    xs, ys = (20, 225, 430), (70, 160, 250, 340)
+    rows = [
+        ("attention", "attn", ["1. Self-attention", "2. Why divide by $√d_k$", "3. Multi-head"]),
+        ("the Vision Transformer", "patch", ["4. Patches", "5. Encoder block", "6. The full ViT"]),
+        ("training", "ln", ["7. Training a ViT", "8. Inside a ViT", "A1. Six silent bugs"]),
+        ("after ViT", "teacher", ["9. DeiT, CaiT, ConViT", "10. MAE: no labels", "A2. ViT on a CPU"]),
+    ]
+    with d.group("the title"):
+        d.text(320, 36, "How the chapters build on each other", 17, bold=True)
+    for (part, kind, labels), y in zip(rows, ys):
+        with d.group(f"{part}: {', '.join(labels)}"):
+            for x, label in zip(xs, labels):
+                d.box(x, y, w, h, "op" if label.startswith("A") else kind, label, dashed=label.startswith("A"))
+    cx = [x + w / 2 for x in xs]
+    top, bottom = [y for y in ys], [y + h for y in ys]
+    with d.group("arrows: from a chapter to what builds on it"):
+        d.arrow((xs[0] + w, ys[0] + h / 2), (xs[1], ys[0] + h / 2))  # 1 -> 2
+        d.arrow((xs[1] + w, ys[0] + h / 2), (xs[2], ys[0] + h / 2))  # 2 -> 3
+        d.arrow((cx[0], bottom[0]), (cx[0], top[1]))  # 1 -> 4
+        d.arrow((cx[2], bottom[0]), (cx[2], bottom[0] + 23), (cx[1], bottom[0] + 23), (cx[1], top[1]))  # 3 -> 5
+        d.arrow((xs[0] + w, ys[1] + h / 2), (xs[1], ys[1] + h / 2))  # 4 -> 5
+        d.arrow((xs[1] + w, ys[1] + h / 2), (xs[2], ys[1] + h / 2))  # 5 -> 6
+        d.arrow((cx[2] - 30, bottom[1]), (cx[2] - 30, bottom[1] + 23), (cx[0], bottom[1] + 23),
+                (cx[0], top[2]))  # 6 -> 7
+        d.arrow((cx[2] + 30, bottom[1]), (cx[2] + 30, top[2]))  # 6 -> A1
+        d.arrow((xs[0] + w, ys[2] + h / 2), (xs[1], ys[2] + h / 2))  # 7 -> 8
+        d.arrow((cx[1] - 40, bottom[2]), (cx[1] - 40, bottom[2] + 23), (cx[0], bottom[2] + 23),
+                (cx[0], top[3]))  # 8 -> 9
+        d.arrow((cx[1], bottom[2]), (cx[1], top[3]))  # 8 -> 10
+        d.arrow((cx[1] + 40, bottom[2]), (cx[1] + 40, bottom[2] + 23), (cx[2], bottom[2] + 23),
+                (cx[2], top[3]))  # 8 -> A2
+    with d.group("the key"):
+        d.note(320, 414, "an arrow: what a chapter builds on; dashed: the appendices", anchor="middle")
+    return d
+
+
 DIAGRAMS = {
     "attention_matmul.svg": attention_matmul,
     "multi_head.svg": multi_head,
@@ -1032,6 +1082,7 @@ DIAGRAMS = {
     "cait_class_attention.svg": cait_class_attention,
     "convit_gpsa.svg": convit_gpsa,
     "mae.svg": mae,
+    "chapter_map.svg": chapter_map,
 }
 
 
