@@ -55,7 +55,7 @@ from honest_arms import (
     run_job,
 )
 
-from vitedu.checkpoints import STATE_FILE
+from vitedu.run_files import STATE_FILE
 
 RESULTS = Path(__file__).parent / "results" / "honest_study"
 RUNS = RESULTS / "runs.jsonl"  # one line per finished job: validation numbers only

@@ -50,9 +50,9 @@ from vitedu import (
 )
 from vitedu import linear_probe as probe
 from vitedu import train as T
-from vitedu.checkpoints import atomic_write
 from vitedu.cluttered import load_cluttered_digits, normalise_canvases
 from vitedu.interpret import box_coverage
+from vitedu.run_files import atomic_write
 from vitedu.shipped import shipped_metadata
 
 

@@ -1,5 +1,6 @@
-"""vitedu.checkpoints as training uses it: save_checkpoint / load_checkpoint / load_trained round trips, files
-that are never unpickled, torn checkpoints, and a resumed run that matches an uninterrupted one."""
+"""vitedu.run_files (and vitedu.checkpoints' reading) as training uses them: save_checkpoint / load_checkpoint /
+load_trained round trips, files that are never unpickled, torn checkpoints, and a resumed run that matches an
+uninterrupted one."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ import torch
 from safetensors.torch import load_file
 from train_recipes import SMALL, TINY, quiet
 
-from vitedu import checkpoints as CK
 from vitedu import create_model
+from vitedu import run_files as RF
 from vitedu import train as T
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -58,7 +59,7 @@ def test_checkpoint_roundtrip_gives_identical_predictions(one_epoch_run):
     state = json.loads((out / T.STATE_FILE).read_text())
     assert state["epoch"] == 1 and state["step"] == 10 and state["history"]["epoch"] == [1]
     # Optimizer moments are tensors in safetensors, not pickles.
-    flat = load_file(str(out / CK.OPTIMIZER_FILE))
+    flat = load_file(str(out / RF.OPTIMIZER_FILE))
     assert any(k.endswith("exp_avg_sq") for k in flat) and all(torch.is_tensor(v) for v in flat.values())
 
 
@@ -159,7 +160,7 @@ def test_checkpoints_stamp_every_file_and_keep_no_loss_scale_without_float16(tmp
 
     out = tmp_path / "runs" / "small"
     T.fit(replace(SMALL, epochs=1), out=out, device="cpu", log=quiet)
-    for name in (CK.MODEL_FILE, CK.OPTIMIZER_FILE):
+    for name in (RF.MODEL_FILE, RF.OPTIMIZER_FILE):
         with safe_open(str(out / name), framework="pt") as f:
             assert f.metadata() == {"epoch": "1", "step": "1"}
     assert json.loads((out / T.STATE_FILE).read_text())["scaler"] == {}
@@ -182,12 +183,12 @@ def test_load_checkpoint_restores_a_loss_scale_and_checks_only_the_files_it_read
     assert fresh.get_scale() == 1024.0
     T.load_checkpoint(tmp_path, model)  # no optimizer, no scaler: the model alone
 
-    flat = load_file(str(tmp_path / CK.OPTIMIZER_FILE))
-    save_file(flat, str(tmp_path / CK.OPTIMIZER_FILE), metadata={"epoch": "2", "step": "20"})  # torn: older
+    flat = load_file(str(tmp_path / RF.OPTIMIZER_FILE))
+    save_file(flat, str(tmp_path / RF.OPTIMIZER_FILE), metadata={"epoch": "2", "step": "20"})  # torn: older
     with pytest.raises(ValueError, match="interrupted while saving"):
         T.load_checkpoint(tmp_path, model, optimizer)
     T.load_checkpoint(tmp_path, model)  # the weights themselves are whole
-    (tmp_path / CK.OPTIMIZER_FILE).unlink()  # e.g. a folder shipped without the optimizer state
+    (tmp_path / RF.OPTIMIZER_FILE).unlink()  # e.g. a folder shipped without the optimizer state
     T.load_trained(tmp_path)
 
 

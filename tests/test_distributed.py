@@ -15,8 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vitedu import checkpoints as CK
 from vitedu import data as D
+from vitedu import run_files as RF
 from vitedu import train as T
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -106,7 +106,7 @@ def test_only_rank_0_prints(ranks):
     assert r1["printed"] == ""
     lines = r0["printed"].strip().splitlines()
     assert lines[0].startswith("2 processes (Gloo)") and lines[-1].startswith("test accuracy: ")
-    assert (out / "cli" / CK.MODEL_FILE).exists()
+    assert (out / "cli" / RF.MODEL_FILE).exists()
 
 
 def test_batches_are_shared_without_overlap_and_tails_fold_in():

@@ -15,8 +15,8 @@ import pytest
 import torch
 from train_recipes import SMALL, TINY, quiet
 
-from vitedu import checkpoints as CK
 from vitedu import create_model
+from vitedu import run_files as RF
 from vitedu import train as T
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -58,7 +58,7 @@ def test_cli_prints_test_accuracy_last(tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == f"test accuracy: {acc:.4f}"
     assert lines[0].startswith("epoch   1/1")
-    assert (tmp_path / CK.MODEL_FILE).exists()
+    assert (tmp_path / RF.MODEL_FILE).exists()
 
 
 def test_epoch_line_fits_the_page_and_says_what_each_number_is():

@@ -26,7 +26,6 @@ from typing import Optional
 import torch
 from safetensors.torch import save_file
 
-from vitedu.checkpoints import STATE_FILE, atomic_write, save_state_dict
 from vitedu.config import ConfigError
 from vitedu.linear_probe import linear_probe
 from vitedu.mae_pretrain import (
@@ -39,6 +38,7 @@ from vitedu.mae_pretrain import (
     pretrain,
     save_encoder,
 )
+from vitedu.run_files import STATE_FILE, atomic_write, save_state_dict
 from vitedu.train import one_line
 from vitedu.utils import DeviceError, check_device
 

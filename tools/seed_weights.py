@@ -30,7 +30,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import vitedu
-from vitedu.checkpoints import save_state_dict
+from vitedu.run_files import save_state_dict
 from vitedu.train import PRESETS, evaluate, fit
 
 OUT = "vitedu/assets/vit_cluttered_digits_3_seeds.safetensors"
@@ -80,7 +80,7 @@ def main() -> None:
             "dtype": "float16", "val_acc": ",".join(val), "test_acc": ",".join(test)}
     save_file(packed, args.out, metadata=meta)
     print(f"wrote {args.out}: {len(packed)} tensors")
-    if args.ship:  # the same metadata as vitedu.checkpoints.save_weights writes
+    if args.ship:  # the same metadata as vitedu.run_files.save_weights writes
         model = models[0]
         meta = {"model": config["model"], "config": json.dumps(config), "val_acc": val[0], "test_acc": test[0]}
         cfg = getattr(model, "pretrained_cfg", None)

@@ -1,8 +1,7 @@
-"""Checkpoint files: reading them safely, and writing the training run's checkpoints and shipped weights.
+"""Checkpoint files written by other projects (timm, Hugging Face, DeiT, MAE), read safely.
 
-Reading: safetensors, pickled ``.pth``/``.bin``, JSON configs, training wrappers. Writing (``vitedu.train``):
-``save_checkpoint``/``load_checkpoint`` keep a run resumable (tensors in safetensors, the rest in JSON, every file
-written atomically), ``save_weights`` writes a trained model for shipping.
+Safetensors, pickled ``.pth``/``.bin``, JSON configs, training wrappers. (A vitedu run's own files, written to be
+resumed, are ``vitedu.run_files``'.)
 
 Every way a file can be wrong (empty, truncated, corrupt, holding Python objects, wrapped by a training
 script) ends in one ``CheckpointError`` (a ``ValueError``) that names the file and says what to do. Loading
@@ -13,16 +12,13 @@ never runs code from the checkpoint: safetensors files hold only tensors, and pi
 from __future__ import annotations
 
 import json
-import os
 import re
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
-from torch import Tensor, nn
+from safetensors.torch import load_file
+from torch import Tensor
 
 # Where training scripts keep the weights inside a checkpoint: timm's train.py ("state_dict",
 # "state_dict_ema"), DeiT/MAE ("model", "model_ema"), Lightning-style scripts ("model_state").
@@ -83,7 +79,6 @@ def read_state_dict(path: Path, checkpoint_key: str | None = None) -> tuple[dict
 
 
 def _read_safetensors(path: Path) -> dict[str, Tensor]:
-    from safetensors.torch import load_file
 
     try:
         return load_file(str(path))
@@ -146,98 +141,3 @@ def _strip_prefixes(state: dict[str, Tensor]) -> dict[str, Tensor]:
         if all(k.startswith(prefix) for k in state):
             state = {k.removeprefix(prefix): v for k, v in state.items()}
     return state
-
-
-# ----------------------------------------------------------------------------------------------------
-# A training run's checkpoints: tensors in safetensors (no pickle, so loading cannot run code), the rest in JSON.
-# ----------------------------------------------------------------------------------------------------
-
-MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.safetensors", "train_state.json"
-TEACHER_FILE = "teacher.safetensors"
-
-
-def refuse_file_as_folder(out: str | os.PathLike | None) -> None:
-    """A CheckpointError, before any work, when the checkpoint folder ``out`` is an existing file (the first save,
-    after a whole epoch, would fail)."""
-    if out is not None and Path(out).exists() and not Path(out).is_dir():
-        raise CheckpointError(f"out must be a folder for the run's checkpoints; got {str(out)!r}, which is a file: "
-                              f"pick another path")
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Call ``write`` on a temporary name beside ``path``, then rename: a crash mid-write leaves the old file."""
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-
-def save_state_dict(path: Path, module: nn.Module, metadata: Optional[dict[str, str]] = None) -> None:
-    """A module's weights as a safetensors file (CPU, contiguous), written atomically."""
-    weights = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
-    atomic_write(Path(path), lambda p: save_file(weights, str(p), metadata=metadata))
-
-
-def save_checkpoint(
-    out: str | os.PathLike, model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
-    config: Any, history: Any, epoch: int, step: int,
-) -> None:
-    """Write model weights, optimizer state and a JSON of everything else (``config`` and ``history`` are the run's
-    dataclasses, the model's ``pretrained_cfg``, the step) into the folder ``out``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    stamp = {"epoch": str(epoch), "step": str(step)}  # in every file, to detect a torn checkpoint
-    opt = optimizer.state_dict()
-    # AdamW's state is {param index: {"step", "exp_avg", "exp_avg_sq"}}: flatten to "state.3.exp_avg".
-    opt_tensors = {f"state.{i}.{k}": v.detach().cpu().contiguous().clone()
-                   for i, s in opt["state"].items() for k, v in s.items()}
-    state = {"config": asdict(config), "history": asdict(history), "epoch": epoch, "step": step,
-             "optimizer_param_groups": opt["param_groups"], "scaler": scaler.state_dict()}
-    cfg = getattr(model, "pretrained_cfg", None)
-    if cfg is not None:
-        state["pretrained_cfg"] = cfg
-    save_state_dict(out / MODEL_FILE, model, stamp)
-    atomic_write(out / OPTIMIZER_FILE, lambda p: save_file(opt_tensors, str(p), metadata=stamp))
-    atomic_write(out / STATE_FILE, lambda p: p.write_text(json.dumps(state, indent=1)))
-
-
-def load_checkpoint(
-    out: str | os.PathLike, model: nn.Module, optimizer: Optional[torch.optim.Optimizer] = None,
-    scaler: Optional[torch.amp.GradScaler] = None,
-) -> dict[str, Any]:
-    """Restore ``model`` (and optimizer, scaler) in place from the folder ``out``; return the JSON state."""
-    out = Path(out)
-    state = json.loads((out / STATE_FILE).read_text())
-    device = next(model.parameters()).device
-    model.load_state_dict(load_file(str(out / MODEL_FILE), device=str(device)))
-    if optimizer is not None:
-        flat = load_file(str(out / OPTIMIZER_FILE), device=str(device))
-        nested: dict[int, dict[str, Tensor]] = {}
-        for key, value in flat.items():
-            _, index, name = key.split(".", 2)
-            nested.setdefault(int(index), {})[name] = value
-        optimizer.load_state_dict({"state": nested, "param_groups": state["optimizer_param_groups"]})
-    if scaler is not None and state.get("scaler"):
-        scaler.load_state_dict(state["scaler"])
-    for name in (MODEL_FILE, OPTIMIZER_FILE) if optimizer is not None else (MODEL_FILE,):
-        with safe_open(str(out / name), framework="pt") as f:
-            meta = f.metadata() or {}
-        if meta.get("epoch") != str(state["epoch"]):
-            raise CheckpointError(f"{out / name} is from epoch {meta.get('epoch')} but {STATE_FILE} says epoch "
-                             f"{state['epoch']}: the checkpoint was interrupted while saving; re-run that epoch")
-    return state
-
-
-def save_weights(path: str | os.PathLike, result: Any) -> None:
-    """Write a trained model for shipping: weights only (no optimizer); the recipe, the accuracies and the
-    model's ``pretrained_cfg`` (input size, mean, std) as metadata. ``result`` is ``vitedu.train.fit``'s.
-
-    ``vitedu.create_model(result.config.model, pretrained=True)`` loads such a file once its registry entry names
-    it (``vitedu.registry.MODELS``); ``vitedu.shipped.shipped_metadata`` reads the metadata back.
-    """
-    meta = {"model": result.config.model, "config": json.dumps(asdict(result.config)),
-            "val_acc": f"{result.history.val_acc[-1]:.4f}", "test_acc": f"{result.test_acc:.4f}"}
-    cfg = getattr(result.model, "pretrained_cfg", None)
-    if cfg is not None:
-        meta["pretrained_cfg"] = json.dumps({k: v for k, v in cfg.items() if k not in ("source", "trained")})
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    save_state_dict(Path(path), result.model, meta)

@@ -10,7 +10,7 @@ digits' images alone: the labels are never loaded (``make_cluttered`` is handed 
 output is dropped). The recipe is the paper's: AdamW with betas (0.9, 0.95), weight decay 0.05,
 lr = base_lr * batch / 256, linear warm-up then a half cosine to 0, 75 % of the patches hidden, per-patch
 normalised pixel targets (``norm_pix_loss``). With ``out``, every epoch is checkpointed there
-(``vitedu.checkpoints.save_checkpoint``: safetensors + JSON), and a run started again with the same ``out``
+(``vitedu.run_files.save_checkpoint``: safetensors + JSON), and a run started again with the same ``out``
 resumes after its last complete epoch, with the batches and masks an uninterrupted run would have drawn.
 At the end ``save_encoder`` writes the encoder alone (``ENCODER_FILE``), with how to rebuild it in its metadata.
 ``tools/pretrain_mae.py`` is the command line around it; ``vitedu.linear_probe`` measures what it learned.
@@ -28,12 +28,12 @@ from typing import Callable, Optional
 import torch
 from torch import Tensor
 
-from .checkpoints import STATE_FILE, load_checkpoint, refuse_file_as_folder, save_checkpoint, save_state_dict
 from .cluttered import make_cluttered, normalise_canvases
 from .config import ConfigError
 from .constants import CLUTTERED_MEAN, CLUTTERED_STD
 from .digits import DIGITS_MAX, load_digits
 from .mae import MaskedAutoencoder
+from .run_files import STATE_FILE, load_checkpoint, refuse_file_as_folder, save_checkpoint, save_state_dict
 from .train import lr_at, param_groups
 
 

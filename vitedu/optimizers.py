@@ -48,7 +48,7 @@ class MuonAdamW:
 
     ``param_groups`` lists Muon's group first, then AdamW's two (decay, no decay), so a schedule that sets
     ``group["lr"]`` reaches both; ``state_dict`` numbers the parameters Muon's first, so a checkpoint written by
-    ``vitedu.checkpoints.save_checkpoint`` resumes exactly. Muon's momentum (0.95, Nesterov) is PyTorch's default.
+    ``vitedu.run_files.save_checkpoint`` resumes exactly. Muon's momentum (0.95, Nesterov) is PyTorch's default.
     """
 
     def __init__(self, model: nn.Module, lr: float, weight_decay: float) -> None:

@@ -103,7 +103,7 @@ def registry_cfg(name: str, model: nn.Module, trained: bool) -> dict[str, Any]:
 def load_shipped(model: nn.Module, name: str) -> nn.Module:
     """Load the weights shipped for ``name`` into ``model`` and attach their ``pretrained_cfg``.
 
-    The cfg comes from the file's metadata (``pretrained_cfg``, written by ``vitedu.train.save_weights``) where it
+    The cfg comes from the file's metadata (``pretrained_cfg``, written by ``vitedu.run_files.save_weights``) where it
     has one, else from the registry entry."""
     load_checked(model, load_shipped_weights(name), f"the shipped weights of {name!r}")
     cfg = registry_cfg(name, model, trained=True)

@@ -35,9 +35,10 @@ import torch
 from torch import nn
 
 from . import distributed
-from .checkpoints import STATE_FILE, CheckpointError
+from .checkpoints import CheckpointError
 from .config import PRESETS, ConfigError, TrainConfig
 from .loaders import DatasetError
+from .run_files import STATE_FILE
 from .shift import offset_accuracy
 from .train import History, fit
 from .utils import DeviceError, check_device, get_device

@@ -32,16 +32,7 @@ from tqdm import tqdm  # console bars: tqdm.auto warns on import in a notebook w
 
 from . import distributed, imagefolder
 from .augment import AUGMENTATIONS
-from .checkpoints import (
-    STATE_FILE,
-    TEACHER_FILE,
-    CheckpointError,
-    load_checkpoint,
-    refuse_file_as_folder,
-    save_checkpoint,
-    save_state_dict,
-    save_weights,
-)
+from .checkpoints import CheckpointError
 from .cnn import ConvTeacher, load_conv_teacher
 from .config import PRESETS, ConfigError, TrainConfig, check_runnable
 from .data import make_loaders
@@ -51,6 +42,15 @@ from .models import create_model
 from .optimizers import make_optimizer, param_groups
 from .preprocess import PRETRAINED_CFG_KEYS, attach_pretrained_cfg, make_pretrained_cfg, model_input_size
 from .registry import MODELS, model_kwargs
+from .run_files import (
+    STATE_FILE,
+    TEACHER_FILE,
+    load_checkpoint,
+    refuse_file_as_folder,
+    save_checkpoint,
+    save_state_dict,
+    save_weights,
+)
 from .utils import DeviceError, check_device, count_parameters, get_device, seed_everything
 
 
@@ -580,7 +580,8 @@ def main(argv: Optional[list[str]] = None) -> float:
         say(f"{sum(p.numel() for p in result.model.parameters()):,} parameters, "
             f"{time.perf_counter() - start:.0f} s wall time")
         if args.save_weights and process.is_main:
-            save_weights(args.save_weights, result)
+            save_weights(args.save_weights, result.model, result.config, result.history.val_acc[-1],
+                         result.test_acc)
             say(f"weights written to {args.save_weights}")
         say(f"test accuracy: {result.test_acc:.4f}")
     except EXPLAINED_ERRORS as err:
