@@ -24,8 +24,13 @@ def test_the_same_sign_on_every_seed_is_not_an_effect_on_its_own():
 
 
 def test_t_quantiles_match_the_table():
-    assert t_quantile(0.975, 2) == pytest.approx(4.303, abs=1e-3)
-    assert t_quantile(0.975, 9) == pytest.approx(2.262, abs=1e-3)
+    # a printed table of Student's t, two-sided 95 % (and 99 % for one degree of freedom)
+    for dof, table in ((1, 12.706), (2, 4.303), (3, 3.182), (9, 2.262), (30, 2.042)):
+        assert t_quantile(0.975, dof) == pytest.approx(table, abs=1e-3)
+    assert t_quantile(0.995, 1) == pytest.approx(63.657, abs=1e-3)
+    assert t_quantile(0.5, 4) == pytest.approx(0.0, abs=1e-9)
+    with pytest.raises(ValueError, match="probability in"):
+        t_quantile(0.2, 3)
 
 
 @pytest.mark.parametrize("a, b, words", [([1.0, 2.0], [1.0], "same seeds"), ([1.0], [2.0], "at least two")])
