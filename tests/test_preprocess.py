@@ -371,6 +371,21 @@ def test_input_check_is_on_unless_the_cfg_switches_it_off():
         InputCheck(_trained_cfg())(module.train(), raw)
 
 
+def test_a_trained_model_refuses_another_image_size_unless_asked_as_in_timm():
+    model = vitedu.create_model("vit_cluttered_digits", pretrained=True)
+    canvases = vitedu.load_cluttered_digits("test", num_images=4)[0]  # (4, 1, 32, 32)
+    big = torch.nn.functional.interpolate(canvases, size=(48, 48), mode="bilinear")
+    x = vitedu.create_transform(model)(canvases)
+    assert model(x).shape == (4, 10)  # the size it was trained at
+    with pytest.raises(ValueError, match=r"trained on 32x32 images.*this batch is 48x48.*dynamic_img_size=True"):
+        model(vitedu.create_transform(model, input_size=(1, 48, 48))(big))
+    free = vitedu.create_model("vit_cluttered_digits", pretrained=True, dynamic_img_size=True)
+    assert free.pretrained_cfg["dynamic_img_size"] and free(x[..., :28, :28]).shape == (4, 10)
+    assert vitedu.create_model("vit_cluttered_digits")(torch.randn(2, 1, 48, 48)).shape == (2, 10)  # untrained
+    with pytest.raises(TypeError, match="dynamic_img_size is True"):
+        vitedu.create_model("vit_cluttered_digits", dynamic_img_size="yes")
+
+
 def test_input_check_leaves_alone_what_it_cannot_judge(monkeypatch):
     """No positional tensor (a keyword call), integer or empty tensors, anything not a tensor, and tracing."""
     from vitedu.preprocess import InputCheck

@@ -46,21 +46,28 @@ def create_model(name: str, pretrained: bool = False, checkpoint_path: Optional[
     model as built, strictly (every key and shape must match). For checkpoints from the Hugging Face hub or timm
     hub directories, use ``vitedu.from_pretrained`` instead.
     The model carries ``model.pretrained_cfg``. With trained weights it comes in eval mode, as from
-    ``from_pretrained`` (call ``.train()`` to fine-tune it), and refuses un-normalised inputs in either mode
-    (see ``vitedu.preprocess``).
+    ``from_pretrained`` (call ``.train()`` to fine-tune it), and refuses un-normalised inputs and images of
+    another size than it was trained at in either mode (see ``vitedu.preprocess``); ``dynamic_img_size=True``,
+    timm's keyword, accepts other sizes (the positions are resampled).
     """
     entry = get_entry(name)  # an unknown name is named as such first
     check_weights_source(name, pretrained, checkpoint_path)
+    dynamic_img_size = overrides.pop("dynamic_img_size", False)
+    if not isinstance(dynamic_img_size, bool):
+        raise TypeError(f"dynamic_img_size is True (accept images of other sizes) or False; got {dynamic_img_size!r}")
     if pretrained:
         shipped_file(name)  # a name without shipped weights is refused before anything is built
     model = entry.model_class(**{**entry.kwargs, **overrides})
     if pretrained:
-        return load_shipped(model, name).eval()
-    if checkpoint_path is not None:
+        model = load_shipped(model, name).eval()
+    elif checkpoint_path is not None:
         state, _ = read_state_dict(Path(checkpoint_path))
         load_checked(model, state, checkpoint_path)
-        return attach_pretrained_cfg(model, registry_cfg(name, model, trained=True)).eval()
-    return attach_pretrained_cfg(model, registry_cfg(name, model, trained=False))
+        model = attach_pretrained_cfg(model, registry_cfg(name, model, trained=True)).eval()
+    else:
+        model = attach_pretrained_cfg(model, registry_cfg(name, model, trained=False))
+    model.pretrained_cfg["dynamic_img_size"] = dynamic_img_size
+    return model
 
 
 def check_weights_source(name: str, pretrained: Any, checkpoint_path: Any) -> None:

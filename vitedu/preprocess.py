@@ -85,10 +85,14 @@ def model_input_size(model: nn.Module) -> tuple[int, int, int]:
 
 
 class InputCheck:
-    """A forward pre-hook on the patch embedding: refuse a raw [0, 1] batch where normalised inputs are expected.
+    """A forward pre-hook on the patch embedding of a model with trained weights: refuse a raw [0, 1] batch
+    where normalised inputs are expected, and an image size other than the one it was trained at.
 
-    It holds the model's ``pretrained_cfg`` dict itself, so ``model.pretrained_cfg["check_inputs"] = False``
-    switches it off.
+    A ViT runs at any size divisible by its patch (its positions are resampled), but running is not reading:
+    the shipped digit model falls from 99 % to 37 % on canvases upsampled to 48 pixels (chapter 4). As timm does,
+    vitedu refuses another size unless asked: ``create_model(..., dynamic_img_size=True)`` (or
+    ``model.pretrained_cfg["dynamic_img_size"] = True``) allows it. The hook holds the model's ``pretrained_cfg``
+    dict itself, so ``model.pretrained_cfg["check_inputs"] = False`` switches both checks off.
     """
 
     def __init__(self, cfg: dict[str, Any]) -> None:
@@ -96,14 +100,23 @@ class InputCheck:
 
     def __call__(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         cfg = self.cfg
-        if not cfg.get("check_inputs", True) or not expects_negative_background(cfg):
+        if not cfg.get("check_inputs", True) or not (cfg.get("trained") and cfg.get("input_size")):
             return
         if torch.compiler.is_compiling() or torch.jit.is_tracing() or not args:
             return
         images = args[0]
         if not isinstance(images, Tensor) or not images.is_floating_point() or images.numel() == 0:
             return
-        if bool(images.amin() >= 0):
+        trained_at = tuple(cfg["input_size"][-2:])
+        if tuple(images.shape[-2:]) != trained_at and not cfg.get("dynamic_img_size", False):
+            raise ValueError(
+                f"this model was trained on {trained_at[0]}x{trained_at[1]} images ({cfg['source']}), but this "
+                f"batch is {images.shape[-2]}x{images.shape[-1]}. Resize the images with "
+                f"x = vitedu.create_transform(model)(images) (it resizes to input_size and normalises). To run at "
+                f"another size on purpose (positions resampled, accuracy not guaranteed: fine-tune at that size), "
+                f"create the model with dynamic_img_size=True, as in timm"
+            )
+        if expects_negative_background(cfg) and bool(images.amin() >= 0):
             low, high = images.amin().item(), images.amax().item()
             raise ValueError(
                 f"this model expects normalised inputs (mean {list(cfg['mean'])}, std {list(cfg['std'])}: "
