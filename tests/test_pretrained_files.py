@@ -395,6 +395,16 @@ def test_img_size_override_rebuilds_hf_and_bare_checkpoints(tmp_path, vit):
     assert _load_quietly(tmp_path / "bare.safetensors", img_size=64)(big).shape == (1, 5)
 
 
+def test_another_image_size_is_refused_unless_asked_as_in_timm(tmp_path):
+    _hf_dir(tmp_path / "hf", **HF)
+    big = torch.randn(1, 3, 64, 64)
+    with pytest.raises(ValueError, match=r"this batch is 64x64.*dynamic_img_size=True"):
+        from_pretrained(tmp_path / "hf")(big)
+    assert from_pretrained(tmp_path / "hf", dynamic_img_size=True)(big).shape == (1, 5)
+    with pytest.raises(TypeError, match="dynamic_img_size is True"):
+        from_pretrained(tmp_path / "hf", dynamic_img_size=1)
+
+
 def test_hf_class_names_follow_the_numeric_label_order(tmp_path):
     """id2label's keys are strings in config.json: label 10 comes after label 9, not after label 1."""
     labels = {i: f"class {i}" for i in range(12)}

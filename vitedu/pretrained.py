@@ -21,8 +21,9 @@ anything else is refused with a ``ValueError`` naming the file and what vitedu l
   it vitedu assumes timm's plain ViT (exact GELU, pre-norm, LayerNorm eps 1e-6, heads from the width) and says so
   in a warning.
 
-Resolution: images of another size than the checkpoint's are accepted (and ``img_size=`` rebuilds the model for
-one); the position embeddings are resampled bicubically *with antialiasing*, as timm does. transformers'
+Resolution: images of another size than the checkpoint's are refused unless asked (``dynamic_img_size=True``, as in
+timm), and ``img_size=`` rebuilds the model for one; the position embeddings are resampled bicubically *with
+antialiasing*, as timm does. transformers'
 ``interpolate_pos_encoding`` resamples bicubically without antialiasing, so the two differ, most when a grid
 shrinks (book/api.md gives the size of the difference; tests/test_pretrained_files.py pins it).
 
@@ -151,16 +152,25 @@ def from_pretrained(
     Keyword arguments are arguments of the model's class (VisionTransformer, Cait, ...). Those the checkpoint
     records (width, depth, heads, classes, ...) may only repeat its values: a contradicting override raises
     instead of being ignored or changing what the weights compute. ``img_size=`` rebuilds the model for another
-    resolution and resamples the position embeddings (bicubic with antialiasing, as timm; ViT only). The
-    model's ``class_names`` holds the checkpoint's label names when it has them.
+    resolution and resamples the position embeddings (bicubic with antialiasing, as timm; ViT only);
+    ``dynamic_img_size=True``, as in timm, keeps the checkpoint's resolution and accepts images of other sizes
+    (otherwise the model refuses them). The model's ``class_names`` holds the checkpoint's label names when it
+    has them.
     """
+    dynamic_img_size = overrides.pop("dynamic_img_size", False)
+    if not isinstance(dynamic_img_size, bool):
+        raise TypeError(f"dynamic_img_size is True (accept images of other sizes) or False; got {dynamic_img_size!r}")
     path = _resolve(path_or_hub_id)
     if path.is_file():
         config_file = path.parent / "config.json"
         if path.name in _WEIGHT_NAMES and config_file.is_file():  # the weights file of a hub-style directory
-            return _from_directory(path.parent, arch, overrides, weights=path)
-        return _from_state_dict_file(path, arch, checkpoint_key, overrides)
-    return _from_directory(path, arch, overrides)
+            model = _from_directory(path.parent, arch, overrides, weights=path)
+        else:
+            model = _from_state_dict_file(path, arch, checkpoint_key, overrides)
+    else:
+        model = _from_directory(path, arch, overrides)
+    model.pretrained_cfg["dynamic_img_size"] = dynamic_img_size
+    return model
 
 
 _WEIGHT_NAMES = ("model.safetensors", "pytorch_model.bin")
