@@ -1,4 +1,6 @@
-"""Device choice and seeding."""
+"""Device choice, seeding, and the stored results the chapters read."""
+
+from pathlib import Path
 
 import torch
 
@@ -27,3 +29,21 @@ def test_seed_everything_makes_runs_repeatable():
     assert first[:2] == second[:2] and torch.equal(first[2], second[2])
     vitedu.seed_everything(124)
     assert not torch.equal(torch.rand(3), first[2])
+
+
+def test_stored_result_reads_the_clone_and_downloads_once_elsewhere(tmp_path, monkeypatch):
+    from vitedu import utils
+
+    assert utils.stored_result("speedrun/summary.json").is_file()  # this clone's benchmarks/results
+    fetched = []
+
+    def fake_urlretrieve(url, local):
+        fetched.append(url)
+        Path(local).write_text("{}")
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(utils.urllib.request, "urlretrieve", fake_urlretrieve)
+    name = "nowhere/in_this_clone.json"
+    assert utils.stored_result(name) == Path("nowhere_in_this_clone.json")
+    assert utils.stored_result(name).read_text() == "{}"  # read from the working folder the second time
+    assert fetched == [utils.RESULTS_URL + name]

@@ -1,9 +1,11 @@
-"""Small helpers every chapter uses: pick a device, make a run repeatable, count parameters."""
+"""Small helpers every chapter uses: pick a device, make a run repeatable, count parameters, read a stored result."""
 
 from __future__ import annotations
 
 import os
 import random
+import urllib.request
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -62,3 +64,19 @@ def seed_everything(seed: int = 0) -> None:
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     """Number of scalar parameters in ``model`` (the ViT paper's "Params" column)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+RESULTS_URL = "https://raw.githubusercontent.com/vitedu/vitedu/main/benchmarks/results/"
+
+
+def stored_result(name: str) -> Path:
+    """A file of the repository's ``benchmarks/results/`` (a stored run a chapter reads), e.g.
+    ``stored_result("speedrun/summary.json")``: from the clone this vitedu comes from, else downloaded once into
+    the working folder (on Colab, where only the package is installed) and read from there afterwards."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / name
+    if path.exists():
+        return path
+    local = Path(name.replace("/", "_"))
+    if not local.exists():
+        urllib.request.urlretrieve(RESULTS_URL + name, local)
+    return local
