@@ -94,7 +94,7 @@ def test_the_command_ends_with_the_line_and_refuses_bad_options(tmp_path, monkey
         (["--epochs", "0"], "epochs must be a whole number >= 1; got 0"),
         (["--processes", "0"], "--processes is a number of training processes, at least 1; got 0"),
         (["--device", "foo"], "device must be cpu, cuda, cuda:N or mps; got 'foo'"),
-        (["--out", __file__], "--out must be a folder for the checkpoints"),
+        (["--out", __file__], "--out must be a folder for the run's checkpoints"),
     ]:
         with pytest.raises(SystemExit) as exit_info:
             S.main(argv)

@@ -27,12 +27,12 @@ MODEL_FILE, OPTIMIZER_FILE, STATE_FILE = "model.safetensors", "optimizer.safeten
 TEACHER_FILE = "teacher.safetensors"
 
 
-def refuse_file_as_folder(out: str | os.PathLike | None) -> None:
+def refuse_file_as_folder(out: str | os.PathLike | None, name: str = "out") -> None:
     """A CheckpointError, before any work, when the checkpoint folder ``out`` is an existing file (the first save,
-    after a whole epoch, would fail)."""
+    after a whole epoch, would fail). ``name``: how the caller's user gave it (``"--out"`` on a command line)."""
     if out is not None and Path(out).exists() and not Path(out).is_dir():
-        raise CheckpointError(f"out must be a folder for the run's checkpoints; got {str(out)!r}, which is a file: "
-                              f"pick another path")
+        raise CheckpointError(f"{name} must be a folder for the run's checkpoints; got {str(out)!r}, which is a "
+                              f"file: pick another path")
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:

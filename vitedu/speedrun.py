@@ -38,7 +38,7 @@ from . import distributed
 from .checkpoints import CheckpointError
 from .config import PRESETS, ConfigError, TrainConfig
 from .loaders import DatasetError
-from .run_files import STATE_FILE
+from .run_files import STATE_FILE, refuse_file_as_folder
 from .shift import offset_accuracy
 from .train import History, fit
 from .utils import DeviceError, check_device, get_device
@@ -186,10 +186,8 @@ def main(argv: Optional[list[str]] = None) -> Optional[SpeedrunResult]:
         config = recipe(args.seed, args.epochs)  # a bad seed or length fails here, before any process starts
         check_out(args.out, args.resume)
         check_device(args.device)
-        if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-            raise ConfigError(f"--out must be a folder for the checkpoints; got {args.out!r}, which is a file: pick "
-                              f"another path")
-    except (ConfigError, FileExistsError, DeviceError) as err:
+        refuse_file_as_folder(args.out, "--out")
+    except (ConfigError, FileExistsError, DeviceError, CheckpointError) as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
     if args.processes > 1 and "WORLD_SIZE" not in os.environ:  # the launcher: start the copies, they report

@@ -526,9 +526,7 @@ def check_cli(args: argparse.Namespace, config: TrainConfig) -> None:
         raise ConfigError(f"--threads must be a whole number >= 1 (CPU threads for torch); got {args.threads}: leave "
                           f"it out for torch's choice")
     check_device(args.device)
-    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ConfigError(f"--out must be a folder for the checkpoints; got {args.out!r}, which is a file: pick "
-                          f"another path")
+    refuse_file_as_folder(args.out, "--out")
     if args.save_weights is not None and Path(args.save_weights).is_dir():
         raise ConfigError(f"--save-weights must be a file path such as runs/vit.safetensors; got "
                           f"{args.save_weights!r}, which is a folder")
@@ -565,7 +563,7 @@ def main(argv: Optional[list[str]] = None) -> float:
         config = cli_config(args)
         check_cli(args, config)
         process, device, started = distributed.setup(args.device)  # under torchrun: join the other processes
-    except (ConfigError, DeviceError, distributed.SetupError) as err:
+    except (ConfigError, CheckpointError, DeviceError, distributed.SetupError) as err:
         parser.error(one_line(err))
     if args.threads:
         torch.set_num_threads(args.threads)
