@@ -13,13 +13,12 @@ torch.utils.flop_counter). A train step is forward + cross-entropy + backward + 
 
 Then: explicit vs fused attention (benchmarks/bench_attention.py) with measured peak memory, and on a
 CUDA GPU the ViT-B/16 bf16 throughput of the three (skipped, saying so, without one).
-timm hard-requires torchvision; tests/timm_reference.py stands in for it where it is missing.
+timm hard-requires torchvision; benchmarks/timm_reference.py stands in for it where it is missing.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import platform
 import statistics
@@ -30,6 +29,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 from bench_attention import attention_table  # benchmarks/, this script's folder, is on the path
+from timm_reference import import_timm  # a neighbour too
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -38,15 +38,6 @@ from vitedu.hf_configs import convert_hf_state_dict
 from vitedu.models import MODEL_CONFIGS
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def import_timm():
-    """timm, importable without torchvision (which has no CPU wheel here): the tests' own loader,
-    tests/timm_reference.py, read as a file rather than put on the import path."""
-    spec = importlib.util.spec_from_file_location("timm_reference", ROOT / "tests" / "timm_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.import_timm()
 
 
 def machine() -> str:

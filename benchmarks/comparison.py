@@ -1,6 +1,6 @@
 """What the controlled comparisons (``data_hunger.py``, chapter 7; ``variants.py``, ``honest_study.py``, chapter 9;
 ``pretrain_pays.py``, chapter 10) share: the key of a run, the choice on validation, the command line that resumes
-from the runs already stored, and the ``run`` command tools/gpu_sweep.py calls a runner with."""
+from the runs already stored, and the ``run`` command benchmarks/gpu_sweep.py calls a runner with."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def run_all(jobs: list[tuple[str, Any]], done: dict, workers: int, job_star: Cal
 
 
 def add_run_command(sub: Any, help: str) -> None:
-    """The ``run`` subcommand of a tools/gpu_sweep.py runner: ``run --variants NAME --seeds S --device D
+    """The ``run`` subcommand of a benchmarks/gpu_sweep.py runner: ``run --variants NAME --seeds S --device D
     --save-dir DIR --out FILE`` (``--workers`` is taken and ignored: one job a process; ``--epochs`` shortens a
     quick check)."""
     s = sub.add_parser("run", help=help)

@@ -14,7 +14,7 @@ nvidia-smi -L
 python3 benchmarks/honest_study.py cpu --hours 1 --stop-after "$SECONDS_LEFT" --device cuda --parallel 9 --nice 0 \
     --poll 5 > "$OUT/study44.log" 2>&1 &
 STUDY44=$!
-python3 tools/gpu_sweep.py --runner benchmarks/pretrain_pays.py --jobs $(python3 benchmarks/pretrain_pays.py jobs --plain) \
+python3 benchmarks/gpu_sweep.py --runner benchmarks/pretrain_pays.py --jobs $(python3 benchmarks/pretrain_pays.py jobs --plain) \
     --deadline "$SECONDS_LEFT" --core 0 --device cuda --parallel 6 --poll 10 --save-dir runs/pretrain_pays \
     --pack-dir runs/pretrain_pays_pack > "$OUT/study45.log" 2>&1
 wait $STUDY44

@@ -128,7 +128,7 @@ def parse_job(name: str) -> tuple[str, float, float]:
 
 
 def job_epochs(name: str) -> int | None:
-    """Epochs a job logs (tools/gpu_sweep.py's progress); None for a name that is not a job."""
+    """Epochs a job logs (benchmarks/gpu_sweep.py's progress); None for a name that is not a job."""
     try:
         arm, fraction, lr = parse_job(name)
     except ValueError:

@@ -63,7 +63,7 @@ WEIGHTS = RESULTS / "weights"  # float16 weights of the finished jobs that are (
 SUMMARY = RESULTS / "summary.json"
 WORK = Path("runs") / "honest_study"  # git-ignored: save/ checkpoints to resume, logs/
 SAVE = WORK / "save"
-RUN_COMMAND = ["run"]  # how tools/gpu_sweep.py --runner calls this file: honest_study.py run --variants ...
+RUN_COMMAND = ["run"]  # how benchmarks/gpu_sweep.py --runner calls this file: honest_study.py run --variants ...
 WAVE = 24  # jobs a GPU wave
 PARALLEL = 9  # at once on one GPU: 9 runs of the 300-epoch recipe took about 7.5 min on an H200
 __all__ = ["job_epochs"]
@@ -278,7 +278,7 @@ def gpu(args: argparse.Namespace) -> None:
     if not wave:
         print("nothing to run: every runnable job of the study is in", RUNS)
         return
-    tool = Path(__file__).resolve().parent.parent / "tools" / "gpu_sweep.py"
+    tool = Path(__file__).resolve().parent / "gpu_sweep.py"
     cmd = [sys.executable, str(tool), "--runner", str(Path(__file__).resolve()), "--jobs",
            *[f"{n}:{s}" for n, s in wave], "--deadline", str(args.deadline), "--parallel", str(args.parallel),
            "--device", args.device, "--save-dir", str(args.save_dir), "--pack-dir", str(args.pack_dir)]
@@ -321,7 +321,7 @@ def collect(source: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Train jobs in this process (how ``cpu`` and tools/gpu_sweep.py call this file)."""
+    """Train jobs in this process (how ``cpu`` and benchmarks/gpu_sweep.py call this file)."""
     import torch
 
     torch.set_num_threads(1)
@@ -352,7 +352,7 @@ def main() -> None:
     s.add_argument("--device", default="cpu", help="cuda on a lent GPU machine (with a larger --parallel)")
     s.add_argument("--stop-after", type=float, help="seconds after which the running jobs are stopped (they "
                    "resume from their last epoch's checkpoint next time) and the driver ends")
-    s = sub.add_parser("gpu", help="run the next wave with tools/gpu_sweep.py")
+    s = sub.add_parser("gpu", help="run the next wave with benchmarks/gpu_sweep.py")
     s.add_argument("--wave", choices=["next"], required=True)
     s.add_argument("--size", type=int, default=WAVE)
     s.add_argument("--parallel", type=int, default=PARALLEL)
@@ -362,7 +362,7 @@ def main() -> None:
     s.add_argument("--pack-dir", type=Path, required=True)
     s = sub.add_parser("collect", help="merge a wave's pack into the results")
     s.add_argument("--from", dest="source", type=Path, required=True)
-    add_run_command(sub, help="train jobs (how `cpu` and tools/gpu_sweep.py call this file)")
+    add_run_command(sub, help="train jobs (how `cpu` and benchmarks/gpu_sweep.py call this file)")
     args = p.parse_args()
     if args.command == "plan":
         show_plan()

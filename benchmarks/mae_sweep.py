@@ -3,12 +3,12 @@ val only, along the way.
 
     python benchmarks/mae_sweep.py --variants lr1.5e-3 mask50 --seeds 0 --save-dir runs/mae_sweep \\
         --out runs/mae_sweep/sweep.jsonl
-    python tools/gpu_sweep.py --runner benchmarks/mae_sweep.py --jobs lr1.5e-3:0 mask50:0 mask90:0 \\
+    python benchmarks/gpu_sweep.py --runner benchmarks/mae_sweep.py --jobs lr1.5e-3:0 mask50:0 mask90:0 \\
         --deadline 530 --device cuda --save-dir /tmp/mae --pack-dir "$OUT"          # many at once on one GPU
 
 A variant is ``vitedu.mae_pretrain.MAEConfig`` with some fields changed (``VARIANTS``). A job pre-trains
 it into ``<save-dir>/<name>_seed<s>/`` (a checkpoint every epoch: a stopped job resumes when started again) and
-logs one line an epoch to ``<name>_seed<s>.log`` (what ``tools/gpu_sweep.py`` counts). Every ``PROBE_EVERY``
+logs one line an epoch to ``<name>_seed<s>.log`` (what ``benchmarks/gpu_sweep.py`` counts). Every ``PROBE_EVERY``
 epochs, and at the end, it probes the encoder on val: the linear probe of ``vitedu.linear_probe.linear_probe`` on
 ``N_LABELLED`` training canvases, pooling and L2 chosen on the val canvases, **no test canvas loaded** (a recipe
 is chosen here; test is read once, for the chosen recipe, by ``tools/pretrain_mae.py --probe``). Seed 0's random
@@ -61,7 +61,7 @@ def variant_config(name: str, seed: int = 0):
 
 
 def job_epochs(name: str) -> int | None:
-    """The epochs a variant logs (tools/gpu_sweep.py's progress); None for a name that is not a variant."""
+    """The epochs a variant logs (benchmarks/gpu_sweep.py's progress); None for a name that is not a variant."""
     return variant_config(name).epochs if name in VARIANTS else None
 
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", nargs="+", required=True, choices=sorted(VARIANTS))
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
-    p.add_argument("--workers", type=int, default=1, help="ignored: one job a process (tools/gpu_sweep.py's call)")
+    p.add_argument("--workers", type=int, default=1, help="ignored: one job a process (benchmarks/gpu_sweep.py's call)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--save-dir", type=Path, required=True)

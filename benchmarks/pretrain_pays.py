@@ -1,9 +1,9 @@
 """Chapter 10's comparison: does MAE pre-training pay against the book's own recipe?
 
     python benchmarks/pretrain_pays.py jobs                  # what is done, and what can run now (priority order)
-    python tools/gpu_sweep.py --runner benchmarks/pretrain_pays.py --jobs $(python benchmarks/pretrain_pays.py \\
+    python benchmarks/gpu_sweep.py --runner benchmarks/pretrain_pays.py --jobs $(python benchmarks/pretrain_pays.py \\
         jobs --plain) --deadline 500 --device cuda --parallel 6 --save-dir runs/pretrain_pays --pack-dir OUT
-    python tools/gpu_sweep.py ... --device cpu --parallel 2 --deadline 9000   # the same, in the background here
+    python benchmarks/gpu_sweep.py ... --device cpu --parallel 2 --deadline 9000   # the same, in the background here
     python benchmarks/pretrain_pays.py collect --from runs/pretrain_pays    # finished runs into RUNS and WEIGHTS
     python benchmarks/pretrain_pays.py summary      # what chapter 10 prints, into vitedu/assets/pretrain_pays.json
 
@@ -65,7 +65,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "vitedu" / "assets"
 SUMMARY = ASSETS / "pretrain_pays.json"  # what chapter 10 prints (shipped with the package: Colab reads it)
 BASELINES = ASSETS / "cluttered_baselines.json"  # chapter 8's baselines (val chosen, test read once each)
 BAG = "bag of 4x4 patches, no positions"
-RUN_COMMAND = ["run"]  # how tools/gpu_sweep.py --runner calls this file
+RUN_COMMAND = ["run"]  # how benchmarks/gpu_sweep.py --runner calls this file
 _NAME = re.compile(r"^(?P<arm>sup|mae)_f(?P<fraction>[0-9.]+)_e(?P<epochs>[0-9]+)_lr(?P<lr>[0-9.e-]+)$")
 
 
@@ -83,7 +83,7 @@ def parse_job(name: str) -> tuple[str, float, int, float]:
 
 
 def job_epochs(name: str) -> int | None:
-    """Epochs a job logs (tools/gpu_sweep.py's progress); None for a name that is not a job."""
+    """Epochs a job logs (benchmarks/gpu_sweep.py's progress); None for a name that is not a job."""
     try:
         return parse_job(name)[2]
     except ValueError:
@@ -338,7 +338,7 @@ def summary(device: str = "cpu") -> dict:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Train jobs in this process (how tools/gpu_sweep.py calls this file)."""
+    """Train jobs in this process (how benchmarks/gpu_sweep.py calls this file)."""
     torch.set_num_threads(1)
     for name in args.variants:
         for seed in args.seeds:
@@ -352,12 +352,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("jobs", help="print the jobs that can run now, highest priority first")
-    s.add_argument("--plain", action="store_true", help="only NAME:SEED words, for tools/gpu_sweep.py --jobs")
+    s.add_argument("--plain", action="store_true", help="only NAME:SEED words, for benchmarks/gpu_sweep.py --jobs")
     s = sub.add_parser("collect", help="finished runs of a save dir into the results")
     s.add_argument("--from", dest="source", type=Path, required=True)
     s = sub.add_parser("summary", help=f"write {SUMMARY.name} for chapter 10 (test only once the study is complete)")
     s.add_argument("--device", default="cpu")
-    add_run_command(sub, help="train jobs (how tools/gpu_sweep.py calls this file)")
+    add_run_command(sub, help="train jobs (how benchmarks/gpu_sweep.py calls this file)")
     args = p.parse_args()
     if args.command == "jobs":
         todo = plan(read_runs())

@@ -4,7 +4,7 @@
 
 It gathers what was measured elsewhere, and measures nothing itself:
 
-- the **recipe ladder** (validation only, one run each): the JSON lines that ``tools/sweep_cluttered.py`` wrote
+- the **recipe ladder** (validation only, one run each): the JSON lines that ``benchmarks/sweep_cluttered.py`` wrote
   for the speedrun's variants (``results/speedrun_sweep.jsonl``) with each run's validation curve, read from its
   epoch log (``results/speedrun/<variant>_seed<N>.log``: one line per epoch, validation on 2,000 canvases);
 - the **command's runs** (``python -m vitedu.speedrun --processes 2``, one per seed, on the idle machine): the

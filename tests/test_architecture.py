@@ -1,11 +1,14 @@
 """ARCHITECTURE.md is true: its layer table names every module of vitedu once, no import (also one inside a
 function) goes to a higher layer or to a later room of its own layer, and its graph is the graph of the layers'
-imports. The scripts of tools/ and benchmarks/ do not edit sys.path."""
+imports. The scripts of tools/ and benchmarks/ keep its folder rule, checked on what they really import and
+run."""
 
 from __future__ import annotations
 
 import ast
+import importlib.machinery
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,10 +86,126 @@ def test_the_graph_is_the_graph_of_the_layers_imports():
     assert drawn == actual, f"drawn but not imported: {drawn - actual}; imported but not drawn: {actual - drawn}"
 
 
-def test_scripts_do_not_edit_the_import_path():
-    scripts = sorted((ROOT / "tools").glob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py"))
-    editing = [str(p.relative_to(ROOT)) for p in scripts if "sys.path.insert" in p.read_text()
-               or "sys.path.append" in p.read_text()]
-    # the one exception ARCHITECTURE.md names: gpu_sweep loads a runner of another folder (benchmarks/honest_study.py)
-    # that imports its own neighbours
-    assert editing == ["tools/gpu_sweep.py"] and "tools/gpu_sweep.py" in TEXT, editing
+SCRIPT_FOLDERS = ("tools", "benchmarks")
+LOADERS = {"spec_from_file_location", "run_path", "SourceFileLoader", "exec", "run", "Popen", "call", "check_call",
+           "check_output"}  # what runs another file's code: importlib, runpy, exec and subprocess
+
+
+def clean_path(folder: Path) -> list[str]:
+    """The import path of ``python <folder>/<script>.py``: its folder, then this environment's path without the
+    project's folders (which a test process adds, and a script's run does not have)."""
+    return [str(folder)] + [p for p in sys.path if p and not Path(p).resolve().is_relative_to(ROOT)]
+
+
+def where_an_import_goes(top: str, folder: Path) -> Path | None:
+    """The file Python would load for ``import top`` in a script of ``folder`` (None: built in, or not here)."""
+    if top == "vitedu":
+        return PACKAGE / "__init__.py"
+    spec = importlib.machinery.PathFinder.find_spec(top, clean_path(folder))
+    if spec and spec.origin and spec.origin != "frozen":
+        return Path(spec.origin).resolve()
+    elsewhere = [p for f in ("tests", *SCRIPT_FOLDERS) for p in [ROOT / f / f"{top}.py"] if p.is_file()]
+    return elsewhere[0] if elsewhere else None  # a module of another project folder fails too: it is named
+
+
+def constants(node: ast.AST, assigned: dict[str, list[ast.AST]], seen: frozenset = frozenset()) -> list[str]:
+    """The strings an expression is built from, following the names it uses to the values they are given."""
+    found = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            found.append(sub.value)
+        elif isinstance(sub, ast.Attribute) and sub.attr == "parent" and isinstance(sub.value, ast.Attribute) \
+                and sub.value.attr == "parent":
+            found.append("..")  # Path(__file__).parent.parent: out of the script's folder
+        elif isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Attribute) and sub.value.attr == "parents":
+            found.append("..")  # Path(__file__).parents[1]
+        elif isinstance(sub, ast.Name) and sub.id in assigned and sub.id not in seen:
+            found += [w for value in assigned[sub.id] for w in constants(value, assigned, seen | {sub.id})]
+    return found
+
+
+def folder_rule_breaches(source: str, folder: Path) -> list[str]:
+    """What a script of ``folder`` does against ARCHITECTURE.md's rule: an import that Python finds in the
+    project but outside vitedu/ and the script's own folder; code of another file run from a path that leaves
+    the folder (importlib, runpy, exec, a subprocess running a .py file); any edit of sys.path."""
+    tree = ast.parse(source)
+    assigned: dict[str, list[ast.AST]] = {}  # every value a name is given, in any function
+    for node in ast.walk(tree):
+        for t in node.targets if isinstance(node, ast.Assign) else []:
+            if isinstance(t, ast.Name):
+                assigned.setdefault(t.id, []).append(node.value)
+    breaches = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            for name in names:
+                origin = where_an_import_goes(name.split(".")[0], folder)
+                if origin and origin.is_relative_to(ROOT) and not (origin.is_relative_to(PACKAGE)
+                                                                  or origin.parent == folder):
+                    breaches.append(f"imports {name} from {origin.relative_to(ROOT)}")
+        elif isinstance(node, ast.Call):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            target = node.func.value if isinstance(node.func, ast.Attribute) else None
+            if func in {"insert", "append", "extend", "remove"} and isinstance(target, ast.Attribute) \
+                    and target.attr == "path" and getattr(target.value, "id", "") == "sys":
+                breaches.append(f"edits sys.path (sys.path.{func})")
+            elif func in LOADERS:
+                words = [w for arg in [*node.args, *(k.value for k in node.keywords if k.arg not in {"cwd", "env"})]
+                         for w in constants(arg, assigned)]
+                runs_code = func != "run" or any(w.endswith(".py") for w in words) or "sys" in ast.dump(node)
+                outside = [w for w in words if w == ".." or w.split("/")[0] in {"tests", "tools", "benchmarks",
+                                                                                   "notebooks"} - {folder.name}]
+                if runs_code and outside:
+                    breaches.append(f"runs code from outside {folder.name}/ ({func} with {', '.join(outside)})")
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                base = t.value if isinstance(t, ast.Subscript) else t
+                if isinstance(base, ast.Attribute) and base.attr == "path" and getattr(base.value, "id", "") == "sys":
+                    breaches.append("edits sys.path (assignment)")
+    return breaches
+
+
+def test_scripts_keep_the_folder_rule():
+    """Every script of tools/ and benchmarks/ imports only the standard library, installed packages, vitedu and
+    its own neighbours, runs no code of another project folder, and leaves sys.path alone."""
+    scripts = [p for folder in SCRIPT_FOLDERS for p in sorted((ROOT / folder).glob("*.py"))]
+    breaches = {str(p.relative_to(ROOT)): found for p in scripts if (found := folder_rule_breaches(p.read_text(),
+                                                                                                  p.parent))}
+    assert not breaches, breaches
+
+
+def test_the_folder_rule_check_finds_each_kind_of_breach():
+    """The check above on a script that breaks the rule each way it looks for (so its silence means something)."""
+    bad = """
+import sys
+from pathlib import Path
+import importlib.util
+import subprocess
+from tools_loader import load_tool          # a helper of tests/
+import honest_arms                           # a neighbour: allowed
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path = ["x"]
+spec = importlib.util.spec_from_file_location("ref", ROOT / "tests" / "timm_reference.py")
+def gpu():
+    tool = ROOT / "tools" / "gpu_sweep.py"
+    cmd = [sys.executable, str(tool), "--jobs"]
+    subprocess.run(cmd, check=True)
+subprocess.run(["split", "-b", "15M", "a", "b"])  # not Python code
+"""
+    found = folder_rule_breaches(bad, ROOT / "benchmarks")
+    assert sorted(found) == ["edits sys.path (assignment)", "edits sys.path (sys.path.insert)",
+                             "imports tools_loader from tests/tools_loader.py",
+                             "runs code from outside benchmarks/ (run with .., tools)",
+                             "runs code from outside benchmarks/ (spec_from_file_location with .., tests)"], found
+
+
+def test_the_measuring_scripts_live_in_benchmarks():
+    """tools/ writes the shipped assets; what sweeps, compares or times runs lives in benchmarks/ (its results in
+    benchmarks/results/), so nothing in tools/ writes there."""
+    writing = [p.name for p in sorted((ROOT / "tools").glob("*.py"))
+               if any("results" in w.split("/") for node in ast.walk(ast.parse(p.read_text()))
+                      if isinstance(node, ast.Constant) and isinstance(node.value, str) for w in [node.value])]
+    assert not writing, writing
+    assert {"sweep_cluttered.py", "compare_cluttered.py", "gpu_sweep.py"} <= {p.name for p in
+                                                                            (ROOT / "benchmarks").glob("*.py")}

@@ -89,9 +89,9 @@ def test_resume_matches_uninterrupted_run(tiny_runs, tmp_path):
 
 def test_checkpointing_every_epoch_leaves_the_run_bit_identical(tiny_runs, tmp_path):
     """benchmarks/README.md: on a CPU, `make weights` (vitedu.train's CLI, no checkpoints) and the sweep's path
-    (tools/sweep_cluttered.py: a checkpoint every epoch, resume=True) train the same weights. Saving changes neither
-    the model nor the optimizer, and every epoch seeds its own random numbers, so a run with checkpoints is the run
-    without them, bit for bit."""
+    (benchmarks/sweep_cluttered.py: a checkpoint every epoch, resume=True) train the same weights. Saving changes
+    neither the model nor the optimizer, and every epoch seeds its own random numbers, so a run with checkpoints is
+    the run without them, bit for bit."""
     plain = tiny_runs["plain"]
     saved = T.fit(TINY, out=tmp_path / "run", resume=True, progress=False, log=quiet, device="cpu")
     assert (tmp_path / "run" / T.STATE_FILE).exists()  # it did checkpoint

@@ -367,7 +367,7 @@ def test_val_and_test_canvases_are_the_ones_the_accuracies_were_measured_on(spli
 
 @pytest.mark.slow  # a few seconds, and it tests a tool: kept out of the mutation runs
 def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, monkeypatch):
-    """tools/sweep_cluttered.py: every named variant is the preset with fields that exist, and a run records val
+    """benchmarks/sweep_cluttered.py: every named variant is the preset with fields that exist, and a run records val
     numbers only (the test accuracy that fit computes is dropped unread)."""
     import importlib.util
     import json
@@ -377,7 +377,7 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, m
     from vitedu import create_model
     from vitedu import train as T
 
-    path = Path(__file__).resolve().parent.parent / "tools" / "sweep_cluttered.py"
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "sweep_cluttered.py"
     spec = importlib.util.spec_from_file_location("sweep_cluttered", path)
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)

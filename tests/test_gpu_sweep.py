@@ -1,4 +1,4 @@
-"""tools/gpu_sweep.py: many sweep jobs on one GPU against a deadline (how the GPU runs of issue 31 were made)."""
+"""benchmarks/gpu_sweep.py: many sweep jobs on one GPU against a deadline (how the sweeps' GPU runs were made)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parent.parent / "tools" / "gpu_sweep.py"
+TOOL = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_sweep.py"
 
 
 def _tool():
@@ -41,7 +41,6 @@ def test_a_bad_job_says_what_a_job_looks_like(tmp_path):
 
 def test_a_seed_that_is_not_a_number_says_what_a_job_looks_like(tmp_path, monkeypatch):
     """In this process (the exit code and stderr of such a refusal are checked by the test above)."""
-    monkeypatch.setattr(sys, "path", list(sys.path))  # the tool puts the runner's folder first
     monkeypatch.setattr(sys, "argv", ["gpu_sweep.py", "--jobs", "base:one", "--deadline", "1", "--device", "cpu",
                                       "--save-dir", str(tmp_path / "runs"), "--pack-dir", str(tmp_path / "out")])
     with pytest.raises(SystemExit, match="VARIANT:SEED") as refused:
@@ -83,7 +82,7 @@ def _gone(pid: int) -> bool:
 def test_a_job_past_the_deadline_is_stopped_and_what_it_wrote_is_packed(tmp_path):
     """A job that would run for minutes, with a worker process of its own, is stopped at the deadline (3 s: a
     plain Python starts in well under that, even on a loaded machine); its log, stdout and checkpoint are packed.
-    test_a_real_sweep_job_stopped_early_is_packed_the_same runs tools/sweep_cluttered.py's own job."""
+    test_a_real_sweep_job_stopped_early_is_packed_the_same runs benchmarks/sweep_cluttered.py's own job."""
     runner = tmp_path / "sleeping_runner.py"
     runner.write_text(SLEEPING_RUNNER)
     run = subprocess.run([sys.executable, str(TOOL), "--runner", str(runner), "--jobs", "sleeper:0", "--deadline",
@@ -105,7 +104,7 @@ def test_a_job_past_the_deadline_is_stopped_and_what_it_wrote_is_packed(tmp_path
 
 @pytest.mark.slow  # starts a real job (its teacher), a few seconds of importing torch twice
 def test_a_real_sweep_job_stopped_early_is_packed_the_same(tmp_path):
-    """tools/sweep_cluttered.py takes the command line the tool gives it; Ctrl-C stops its job (the sweep and its
+    """benchmarks/sweep_cluttered.py takes the command line the tool gives it; Ctrl-C stops its job (the sweep and its
     pool's worker) as the deadline would, once the job has opened its log, and what it wrote is packed."""
     out, runs = tmp_path / "out", tmp_path / "runs"
     tool = subprocess.Popen([sys.executable, str(TOOL), "--jobs", "base:0", "--deadline", "600", "--poll", "0.2",

@@ -242,7 +242,7 @@ def test_a_job_resumes_its_checkpoint_and_writes_val_numbers_and_weights(tmp_pat
 
 
 def test_gpu_sweep_takes_the_study_as_its_runner_and_refuses_a_bad_job(tmp_path):
-    run = subprocess.run([sys.executable, str(ROOT / "tools" / "gpu_sweep.py"), "--runner",
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_sweep.py"), "--runner",
                           str(ROOT / "benchmarks" / "honest_study.py"), "--jobs", "resnet_f1_lr0.004:0",
                           "--deadline", "1", "--device", "cpu", "--save-dir", str(tmp_path / "runs"),
                           "--pack-dir", str(tmp_path / "out")], capture_output=True, text=True,

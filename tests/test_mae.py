@@ -4,11 +4,11 @@ import math
 
 import pytest
 import torch
-from timm_reference import import_timm
+from tools_loader import load_benchmark
 
 from vitedu.mae import MaskedAutoencoder, mae_sincos_pos_embed_2d, random_masking
 
-timm = import_timm()
+timm = load_benchmark("timm_reference").import_timm()  # timm without torchvision
 needs_timm = pytest.mark.skipif(timm is None, reason="timm is not installed (pip install --no-deps timm)")
 
 # 32x32 images, 8x8 patches: a 4x4 grid of 16 patches; a 2-block encoder, a 1-block decoder

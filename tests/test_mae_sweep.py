@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 from safetensors.torch import load_file
-from tools_loader import load_benchmark, load_tool
+from tools_loader import load_benchmark
 from train_recipes import MAE_TINY
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -58,7 +58,7 @@ def test_a_job_probes_its_start_and_each_stage_on_val_only_and_resumes(sweep, tm
     assert rows[-1]["steps"] == 4 and rows[-1]["config"]["seed"] == 1
     log = (tmp_path / "tiny_seed1.log").read_text().splitlines()
     assert [line.split()[1] for line in log if line.startswith("epoch")] == ["1/2", "2/2"]
-    assert load_tool("gpu_sweep").epochs_logged(str(tmp_path), ("tiny", 1)) == 2  # what the GPU sweep counts
+    assert load_benchmark("gpu_sweep").epochs_logged(str(tmp_path), ("tiny", 1)) == 2  # what the GPU sweep counts
     encoder = load_file(tmp_path / "tiny_seed1.safetensors")  # the final encoder alone
     assert set(encoder) == set(sweep.mae_pretrain.build_mae(sweep.variant_config("tiny")).encoder.state_dict())
 

@@ -7,7 +7,7 @@ import socket
 import pytest
 import torch
 from safetensors.torch import save_file
-from timm_reference import import_timm
+from tools_loader import load_benchmark
 
 import vitedu
 from vitedu.pretrained import from_pretrained
@@ -63,7 +63,7 @@ def test_hugging_face_attention_weights_match(hf_model, tmp_path):
 
 @pytest.mark.parametrize("suffix", [".safetensors", ".pth"])
 def test_timm_state_dict_file(tmp_path, suffix):
-    timm = import_timm()
+    timm = load_benchmark("timm_reference").import_timm()  # timm without torchvision
     if timm is None:
         pytest.skip("timm is not installed")
     from timm.models.vision_transformer import VisionTransformer as TimmViT

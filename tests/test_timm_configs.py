@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from timm_reference import import_timm
+from tools_loader import load_benchmark
 
 from vitedu import VisionTransformer
 from vitedu.cait import Cait
@@ -25,7 +25,7 @@ from vitedu.timm_configs import (
     timm_model_class,
 )
 
-timm = import_timm()
+timm = load_benchmark("timm_reference").import_timm()  # timm without torchvision
 needs_timm = pytest.mark.skipif(timm is None, reason="timm is not installed (pip install --no-deps timm)")
 
 D = 48  # a width for the hand-made state_dicts below: only their keys and shapes matter

@@ -8,15 +8,14 @@ import warnings
 import pytest
 import torch
 from safetensors.torch import save_file
-from timm_reference import import_timm
-from tools_loader import load_tool
+from tools_loader import load_benchmark, load_tool
 
 from vitedu.pretrained import from_pretrained
 from vitedu.timm_configs import split_tag, timm_kwargs
 
 pytestmark = pytest.mark.hub  # builds every checkpoint family with timm: not in `make unit`
 
-timm = import_timm()
+timm = load_benchmark("timm_reference").import_timm()  # timm without torchvision
 if timm is None:
     pytest.skip("timm is not installed", allow_module_level=True)
 from timm.models._hub import save_for_hf  # noqa: E402

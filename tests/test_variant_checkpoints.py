@@ -8,14 +8,14 @@ import json
 import pytest
 import torch
 from safetensors.torch import save_file
-from timm_reference import import_timm
+from tools_loader import load_benchmark
 
 from vitedu.cait import Cait
 from vitedu.convit import ConVit
 from vitedu.deit import VisionTransformerDistilled
 from vitedu.pretrained import from_pretrained
 
-timm = import_timm()
+timm = load_benchmark("timm_reference").import_timm()  # timm without torchvision
 if timm is None:
     pytest.skip("timm is not installed", allow_module_level=True)
 from timm.models._hub import save_for_hf  # noqa: E402

@@ -3,7 +3,7 @@ GPSA's convolution-like initialisation, and helpful errors."""
 
 import pytest
 import torch
-from timm_reference import import_timm
+from tools_loader import load_benchmark
 
 from vitedu import count_parameters, create_model
 from vitedu import train as T
@@ -11,7 +11,7 @@ from vitedu.cait import Cait
 from vitedu.convit import ConVit, GatedPositionalSelfAttention, relative_positions
 from vitedu.deit import VisionTransformerDistilled
 
-timm = import_timm()
+timm = load_benchmark("timm_reference").import_timm()  # timm without torchvision
 needs_timm = pytest.mark.skipif(timm is None, reason="timm is not installed (pip install --no-deps timm)")
 
 

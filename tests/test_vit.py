@@ -2,12 +2,12 @@
 
 import pytest
 import torch
-from timm_reference import import_timm
+from tools_loader import load_benchmark
 
 import vitedu
 from vitedu import VisionTransformer, count_parameters, create_model
 
-timm = import_timm()
+timm = load_benchmark("timm_reference").import_timm()  # timm without torchvision
 needs_timm = pytest.mark.skipif(timm is None, reason="timm is not installed (pip install --no-deps timm)")
 
 SMALL = dict(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, num_classes=10)

@@ -1,7 +1,7 @@
 """Three seeds of the cluttered-digits recipe, packed into one small file for chapter 8's seed checks.
 
     python tools/seed_weights.py                          # train seeds 1, 2, 3 with the preset's recipe, then pack
-    python tools/seed_weights.py --pack a.st b.st c.st    # pack weight files written by tools/sweep_cluttered.py
+    python tools/seed_weights.py --pack a.st b.st c.st    # pack weight files written by benchmarks/sweep_cluttered.py
                                                           #   --save-dir or `python -m vitedu.train --save-weights`
     python tools/seed_weights.py --pack a.st b.st c.st --ship  # ... and ship the first as vit_cluttered_digits
 
@@ -14,7 +14,7 @@ the chosen recipe's test accuracy is read, once, after the recipe was chosen on 
 (benchmarks/README.md).
 
 How the packs were made: the three runs of the variant anywhere_b256_e300_grid60_warp of
-tools/sweep_cluttered.py (identical to the preset but for the seed), on a GPU, packed (the same for the
+benchmarks/sweep_cluttered.py (identical to the preset but for the seed), on a GPU, packed (the same for the
 variants ..._noteacher and ..._randompos, with --out). --ship wrote the earlier shipped model (seed 1); the
 shipped file is now `make weights`'s own output, seed 7 (benchmarks/README.md, "A seed no choice used").
 """

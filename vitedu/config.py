@@ -184,7 +184,7 @@ PRESETS: dict[str, TrainConfig] = {
         augment="digits_warp", teacher_epochs=0, position_step=1, grid_epochs=15,
     ),
     # The earlier, easier task with the digit on the 4-pixel patch grid (position_step=4): chapter 9's models,
-    # the shift experiment's on-grid ViT and tools/sweep_cluttered.py's variants start from it.
+    # the shift experiment's on-grid ViT and benchmarks/sweep_cluttered.py's variants start from it.
     "cluttered_digits_grid": TrainConfig(
         dataset="cluttered_digits", model="vit_cluttered_digits", epochs=30,
         model_kwargs={"drop_path_rate": 0.1, "weight_init": "mimetic", "pos_embed": "learn_sincos"},

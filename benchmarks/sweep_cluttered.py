@@ -1,8 +1,8 @@
 """Recipe search for the cluttered-digits ViT, on validation canvases only (test accuracy is never recorded).
 
-    python tools/sweep_cluttered.py --variants base lr4e-3 teacher10 --seeds 0 1 --workers 2 --out sweep.jsonl
-    python tools/sweep_cluttered.py --shipped --out sweep.jsonl  # the shipped model, scored the same way
-    python tools/sweep_cluttered.py --list                      # the named variants and their overrides
+    python benchmarks/sweep_cluttered.py --variants base lr4e-3 teacher10 --seeds 0 1 --workers 2 --out sweep.jsonl
+    python benchmarks/sweep_cluttered.py --shipped --out sweep.jsonl  # the shipped model, scored the same way
+    python benchmarks/sweep_cluttered.py --list                      # the named variants and their overrides
 
 Each variant is PRESETS["cluttered_digits_grid"] (the easier task: the digit on the patch grid)
 with a few fields changed (VARIANTS below; model_kwargs are merged
@@ -140,7 +140,7 @@ def variant_config(overrides: dict, seed: int = 0):
 
 
 def job_epochs(name: str) -> int | None:
-    """The epochs a variant's run logs (tools/gpu_sweep.py's progress); None for a name that is not a variant."""
+    """The epochs a variant's run logs (benchmarks/gpu_sweep.py's progress); None for a name that is not a variant."""
     return variant_config(VARIANTS[name]).epochs if name in VARIANTS else None
 
 

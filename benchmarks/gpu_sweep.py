@@ -1,6 +1,6 @@
-"""Run many tools/sweep_cluttered.py jobs at once on one GPU, against a deadline.
+"""Run many benchmarks/sweep_cluttered.py jobs at once on one GPU, against a deadline.
 
-    python tools/gpu_sweep.py --jobs anywhere_b256_e300_grid60_warp:1 anywhere_b256_e300_grid60_warp:2 \\
+    python benchmarks/gpu_sweep.py --jobs anywhere_b256_e300_grid60_warp:1 anywhere_b256_e300_grid60_warp:2 \\
         --deadline 535 --save-dir /tmp/runs --pack-dir out
 
 How benchmarks/results/cluttered_sweep.jsonl's GPU runs were made (benchmarks/README.md, "On a GPU"): this
@@ -38,6 +38,8 @@ import tarfile
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+
 
 def epochs_logged(save_dir: str, job: tuple[str, int]) -> int:
     """Epochs the job has done: its "epoch" lines, after the epoch a "resuming ... after epoch N" line names."""
@@ -53,8 +55,8 @@ def epochs_logged(save_dir: str, job: tuple[str, int]) -> int:
 
 
 def load_runner(path: Path):
-    """The module of a runner script (see the module docstring); sweep_cluttered.py is the default."""
-    sys.path.insert(0, str(path.parent))
+    """The module of a runner script (see the module docstring); sweep_cluttered.py is the default. The runners
+    live beside this script, whose folder Python puts on the path, so they import their neighbours as usual."""
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -69,8 +71,8 @@ def main() -> None:
     p.add_argument("--device", default="cuda")
     p.add_argument("--save-dir", required=True, help="checkpoints, logs, weights and sweep.jsonl")
     p.add_argument("--pack-dir", required=True, help="where results.tgz and the checkpoint pieces go")
-    p.add_argument("--runner", type=Path, default=Path(__file__).resolve().parent / "sweep_cluttered.py",
-                   help="the script that runs one job (default: tools/sweep_cluttered.py)")
+    p.add_argument("--runner", type=Path, default=HERE / "sweep_cluttered.py",
+                   help="the script that runs one job (default: benchmarks/sweep_cluttered.py)")
     p.add_argument("--parallel", type=int, help="at most this many jobs at once (default: all)")
     p.add_argument("--poll", type=float, default=10.0, help="seconds between looks at the jobs")
     args = p.parse_args()
@@ -81,7 +83,7 @@ def main() -> None:
         variant, _, seed = spec.rpartition(":")
         if runner.job_epochs(variant) is None or not seed.isdigit():
             raise SystemExit(f"--jobs takes VARIANT:SEED with a job name of {args.runner.name} (for "
-                             f"tools/sweep_cluttered.py a variant of --list, e.g. anywhere_b256_e300_grid60_warp:1); "
+                             f"sweep_cluttered.py a variant of --list, e.g. anywhere_b256_e300_grid60_warp:1); "
                              f"got {spec!r}")
         jobs.append((variant, int(seed)))
     if args.parallel is not None and args.parallel < 1:

@@ -1,7 +1,7 @@
 """ViT vs a small CNN on cluttered digits: the same data, steps, schedule and optimiser, several seeds.
 
-    python tools/compare_cluttered.py --epochs 4 --seeds 0 1 2          # val accuracy of each run
-    python tools/compare_cluttered.py --epochs 4 --seeds 0 1 2 --test   # and test, for the final runs
+    python benchmarks/compare_cluttered.py --epochs 4 --seeds 0 1 2          # val accuracy of each run
+    python benchmarks/compare_cluttered.py --epochs 4 --seeds 0 1 2 --test   # and test, for the final runs
 
 The ViT is PRESETS["cluttered_digits"] (vitedu.models "vit_cluttered_digits"); the CNN is vitedu.train's
 ConvTeacher, trained by the same loop (train_teacher) on the same fresh canvases, with its own learning rate
