@@ -1,4 +1,4 @@
-"""Chapter 10's shipped masked autoencoder: the encoder in the registry, the decoder beside it (issue 29)."""
+"""Chapter 10's shipped masked autoencoder: the encoder in the registry, the decoder beside it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from tools_loader import load_tool
 import vitedu
 from vitedu import cluttered as C
 from vitedu import mae_pretrain
-from vitedu.mae import MaskedAutoencoder, load_shipped_mae, mae_sincos_pos_embed_2d
+from vitedu.constants import CLUTTERED_MEAN, CLUTTERED_STD
+from vitedu.mae import MaskedAutoencoder, mae_sincos_pos_embed_2d
 from vitedu.shipped import load_shipped_weights, shipped_metadata
+from vitedu.shipped_mae import load_shipped_mae
 
 NAME = "vit_cluttered_digits_mae"
 mae_tool = load_tool("pretrain_mae")
@@ -20,7 +22,7 @@ mae_tool = load_tool("pretrain_mae")
 
 def _val_canvases(n: int) -> torch.Tensor:
     images, _, _ = C.load_cluttered_digits("val")  # the fixed val canvases, the digit at any pixel
-    return (images[:n] - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    return (images[:n] - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0]
 
 
 def test_the_registry_gives_the_encoder_alone_with_tokens_out():
@@ -92,7 +94,7 @@ def test_the_recorded_recipe_rebuilds_the_shipped_architecture():
 
 @pytest.mark.parametrize("meta", [{"decoder": "x.safetensors"}, {"mae_kwargs": "{}"}])
 def test_a_file_with_half_an_mae_is_refused(monkeypatch, meta):
-    monkeypatch.setattr(vitedu.mae, "shipped_metadata", lambda name: meta)  # names a decoder, or the kwargs, alone
+    monkeypatch.setattr(vitedu.shipped_mae, "shipped_metadata", lambda name: meta)  # a decoder, or the kwargs, alone
     with pytest.raises(ValueError, match="not a masked autoencoder's"):
         load_shipped_mae(NAME)
 
@@ -100,6 +102,6 @@ def test_a_file_with_half_an_mae_is_refused(monkeypatch, meta):
 def test_weights_that_do_not_fit_name_the_shipped_mae(monkeypatch):
     state = load_shipped_weights(NAME)
     state.pop("norm.weight")
-    monkeypatch.setattr(vitedu.mae, "load_shipped_weights", lambda name: state)
+    monkeypatch.setattr(vitedu.shipped_mae, "load_shipped_weights", lambda name: state)
     with pytest.raises(ValueError, match=r"does not match the shipped MAE 'vit_cluttered_digits_mae' and its decoder"):
         load_shipped_mae(NAME)

@@ -47,7 +47,7 @@ ASSETS = Path(__file__).resolve().parent.parent / "vitedu" / "assets"
 
 def ship(out: Path, probe: Path, assets: Path = ASSETS, name: str = SHIPPED_NAME) -> tuple[Path, Path]:
     """Ship the finished run in ``out`` with vitedu: its encoder as the registry weights of ``name`` (what
-    ``create_model(name, pretrained=True)`` loads) and its decoder beside it (``vitedu.mae.load_shipped_mae``).
+    ``create_model(name, pretrained=True)`` loads) and its decoder beside it (``vitedu.shipped_mae.load_shipped_mae``).
 
     ``probe`` is the ``--probe --json`` file of this very run: its test rows go into the metadata, the numbers the
     shipped file claims. -> (encoder file, decoder file)

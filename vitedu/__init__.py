@@ -39,8 +39,8 @@ _SUBMODULES = (
     "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit", "data",
     "deit", "digits", "distributed", "effects", "faithfulness", "frozen", "grading", "hf_configs", "imagefolder",
     "interpret", "linear_probe", "loaders", "mae", "mae_pretrain", "mimetic", "models", "optimizers", "preprocess",
-    "pretrained", "probes", "registry", "run_files", "shift", "shipped", "speedrun", "state_dicts", "timm_configs",
-    "train", "utils", "vit",
+    "pretrained", "probes", "registry", "run_files", "shift", "shipped", "shipped_mae", "speedrun", "state_dicts",
+    "timm_configs", "train", "utils", "vit",
 )
 
 

@@ -19,18 +19,12 @@ encoder can be used alone, and translates on ``state_dict`` / ``load_state_dict`
 
 from __future__ import annotations
 
-import json
-from importlib import resources
-
 import torch
 from einops import repeat
-from safetensors.torch import load
 from torch import Tensor, nn
 
 from .blocks import Block
 from .patching import check_images, pair, patchify, sincos_pos_embed_2d, unpatchify
-from .shipped import SHIPPED_WEIGHTS, load_shipped_weights, shipped_metadata
-from .state_dicts import load_checked
 from .vit import VisionTransformer
 
 
@@ -283,26 +277,3 @@ def _nest_encoder_keys(module: MaskedAutoencoder, state_dict: dict, prefix: str,
     for key in [k for k in state_dict if k.startswith(prefix)]:
         if key[len(prefix):].split(".")[0] in module._encoder_names:
             state_dict[prefix + "encoder." + key[len(prefix):]] = state_dict.pop(key)
-
-
-def load_shipped_mae(name: str = "vit_cluttered_digits_mae") -> MaskedAutoencoder:
-    """The whole shipped MAE, encoder and decoder, in eval mode: what reconstructs hidden patches (chapter 10).
-
-    ``vitedu.create_model(name, pretrained=True)`` gives the encoder alone, as the official MAE checkpoints ship
-    it. The decoder trained beside it ships in its own file, which the encoder file's metadata names
-    ("decoder"), with the ``MaskedAutoencoder``'s keyword arguments ("mae_kwargs"). Inputs are canvases normalised
-    as the encoder's ``pretrained_cfg`` says (``vitedu.cluttered.CLUTTERED_MEAN`` / ``CLUTTERED_STD``).
-    """
-    meta = shipped_metadata(name)  # an unknown or unshipped name is explained there
-    if "decoder" not in meta or "mae_kwargs" not in meta:
-        with_decoder = [n for n in sorted(SHIPPED_WEIGHTS) if "decoder" in shipped_metadata(n)]
-        raise ValueError(
-            f"the weights shipped for {name!r} are not a masked autoencoder's: their file's metadata does not "
-            f"name both a decoder file and the MAE's arguments ('decoder', 'mae_kwargs'). "
-            f"MAEs shipped with vitedu: {', '.join(with_decoder) or 'none'}. For the model alone use "
-            f"vitedu.create_model({name!r}, pretrained=True)."
-        )
-    model = MaskedAutoencoder(**json.loads(meta["mae_kwargs"]))
-    decoder = load(resources.files("vitedu").joinpath("assets", meta["decoder"]).read_bytes())
-    load_checked(model, {**load_shipped_weights(name), **decoder}, f"the shipped MAE {name!r} and its decoder")
-    return model.eval()

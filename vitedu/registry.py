@@ -145,7 +145,7 @@ MODELS: dict[str, ModelEntry] = {
     # Small presets that train on a laptop.
     # 8x8 grayscale digits (vitedu.digits): 2x2 patches -> a 4x4 grid of tokens.
     "vit_digits_patch2_8": _digits(VisionTransformer, patch_size=2, **_SMALL),
-    # The tuned digits model of chapter 7 (vitedu.train.PRESETS["digits"]): 4x4 patches -> a 2x2 grid of
+    # The tuned digits model of chapter 7 (vitedu.config.PRESETS["digits"]): 4x4 patches -> a 2x2 grid of
     # tokens, mean pooling. Fewer, richer tokens learn faster than 16 tiny ones on 1,259 training images.
     "vit_digits_patch4_8": _digits(VisionTransformer, patch_size=4, **{**_SMALL, "embed_dim": 128}, pool="mean"),
     # Digits presets of chapter 9: 2x2 patches -> a 4x4 grid (ConViT's local heads need a grid to be local on),
@@ -160,7 +160,7 @@ MODELS: dict[str, ModelEntry] = {
     # Chapter 10's masked autoencoder (vitedu.mae, pre-trained by tools/pretrain_mae.py on unlabelled canvases, the
     # digit at any pixel): its encoder alone, as the official MAE checkpoints ship it. No head (num_classes=0),
     # MAE's fixed sin-cos positions; forward_features -> (batch, 1 + 64, 64). The decoder that draws its
-    # reconstructions ships beside it: vitedu.mae.load_shipped_mae() gives the whole MaskedAutoencoder.
+    # reconstructions ships beside it: vitedu.shipped_mae.load_shipped_mae() gives the whole MaskedAutoencoder.
     "vit_cluttered_digits_mae": _cluttered(VisionTransformer, weights="vit_cluttered_digits_mae.safetensors",
                                            **_SMALL, num_classes=0, pos_embed="sincos"),
     # Chapter 9's controlled comparison: the width, depth (4 blocks) and 8x8 grid of vit_cluttered_digits.
