@@ -21,8 +21,10 @@ from safetensors.torch import save_file
 from vitedu import create_model
 from vitedu import distributed as DDP
 from vitedu import train as T
+from vitedu.config import PRESETS
+from vitedu.data import make_loaders
 
-TINY = replace(T.PRESETS["digits"], model="vit_digits_patch2_8", model_kwargs={"embed_dim": 32, "depth": 1},
+TINY = replace(PRESETS["digits"], model="vit_digits_patch2_8", model_kwargs={"embed_dim": 32, "depth": 1},
                epochs=3, batch_size=64, warmup_epochs=0.5, teacher_epochs=0, distill_alpha=0.0)
 
 
@@ -37,7 +39,7 @@ def main(out: Path) -> None:
     record: dict = {"world_size": process.world_size}
 
     # Which training images each process sees, epoch by epoch.
-    loaders = T.make_loaders(TINY, device)
+    loaders = make_loaders(TINY, device)
     record["steps"] = len(loaders["train"])
     record["seen"] = []
     for epoch in range(TINY.epochs):
@@ -68,8 +70,9 @@ def main(out: Path) -> None:
     # The command line, as torchrun starts it: only rank 0 prints.
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        T.main(["--dataset", "digits", "--model", "vit_digits_patch2_8", "--epochs", "1", "--batch-size", "128",
-                "--teacher-epochs", "0", "--no-progress", "--out", str(out / "cli"), "--device", "cpu"])
+        T.main(["--dataset", "digits", "--model", "vit_digits_patch2_8", "--epochs", "1", "--warmup-epochs", "0.5",
+                "--batch-size", "128", "--teacher-epochs", "0", "--no-progress", "--out", str(out / "cli"),
+                "--device", "cpu"])
     record["printed"] = printed.getvalue()
     (out / f"rank{rank}.json").write_text(json.dumps(record))
     DDP.cleanup(started)

@@ -67,7 +67,9 @@ BAD = [
     ("lr", -1e-3, "a finite number > 0"),
     ("min_lr", -1.0, "from 0 to lr"),
     ("min_lr", 1.0, "from 0 to lr"),
-    ("warmup_epochs", -1, "a finite number >= 0"),
+    ("warmup_epochs", -1, r"a number from 0 to epochs \(100\)"),
+    ("warmup_epochs", 101, r"a number from 0 to epochs \(100\): lower warmup_epochs or raise epochs"),
+    ("warmup_epochs", math.inf, r"a number from 0 to epochs \(100\)"),
     ("weight_decay", -0.05, "a finite number >= 0"),
     ("label_smoothing", 1.0, r"in \[0, 1\)"),
     ("grad_clip", -1.0, "a finite number >= 0"),
@@ -153,7 +155,8 @@ def test_the_cli_prints_an_explained_error_as_one_line_in_a_subprocess(tmp_path)
     """A missing image folder (DatasetError) reaches the terminal as one line, exit status 1, no traceback."""
     missing = tmp_path / "no_images"
     run = subprocess.run([sys.executable, "-m", "vitedu.train", "--dataset", "imagefolder", "--data-root", str(missing),
-                          "--epochs", "1", "--device", "cpu"], capture_output=True, text=True, cwd=REPO, timeout=120)
+                          "--epochs", "1", "--warmup-epochs", "0", "--device", "cpu"], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
     assert run.returncode == 1 and run.stdout == ""
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("python -m vitedu.train: error: ") and str(missing) in lines[0]

@@ -123,7 +123,7 @@ def test_the_teacher_arm_is_the_distilled_runs_teacher(monkeypatch):
 
     monkeypatch.setattr(H.T, "train_teacher", spy)
     _, config = H.recipe("distill", 2e-3, 0.1, 0)
-    config = replace(config, epochs=1, teacher_epochs=2)
+    config = replace(config, epochs=1, warmup_epochs=0.5, teacher_epochs=2)
     alone, inside = H.train("teacher", config), H.train("distill", config)
     assert len(seen) == 2 and all(torch.equal(a, b) for a, b in zip(*seen))
     assert alone["val_acc"] == inside["teacher_val_acc"] and alone["test_acc"] == inside["teacher_test_acc"]

@@ -213,7 +213,7 @@ def test_a_stopped_cnn_run_resumes_where_it_stopped(tmp_path, tiny, monkeypatch)
     monkeypatch.setitem(C.CLUTTERED_SIZES, "train", 128)  # bit-exact resume does not need more (the CNN is slow)
     monkeypatch.setitem(C.CLUTTERED_SIZES, "val", 64)
     c = A.config("cnn", 0.1, 4e-3, 0)
-    c = type(c)(**{**asdict(c), "epochs": 2, "grid_epochs": 1})
+    c = type(c)(**{**asdict(c), "epochs": 2, "warmup_epochs": 1.0, "grid_epochs": 1})
     run = dict(device="cpu", progress=False, precision="fp32", build=A.build)  # fit trains a model off the registry
     whole = T.fit(c, out=tmp_path / "whole", log=lambda line: None, **run).model
     T.fit(c, out=tmp_path / "split", stop_after=1, log=lambda line: None, **run)

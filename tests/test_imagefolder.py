@@ -12,7 +12,9 @@ from PIL import Image
 
 from vitedu import imagefolder as IF
 from vitedu import train as T
-from vitedu.data import DatasetError
+from vitedu.config import PRESETS
+from vitedu.data import make_loaders
+from vitedu.loaders import DatasetError
 
 COLOURS = {"blue": (0, 0, 1), "green": (0, 1, 0), "red": (1, 0, 0)}  # one class per dominant colour
 
@@ -59,7 +61,7 @@ def test_train_and_val_subfolders_are_used_when_present(tmp_path):
 @pytest.mark.integration
 def test_training_on_a_folder_learns(tmp_path):
     root = make_folder(tmp_path / "images")
-    config = replace(T.PRESETS["imagefolder"], data_root=str(root), model="vit_digits_patch2_8",
+    config = replace(PRESETS["imagefolder"], data_root=str(root), model="vit_digits_patch2_8",
                      model_kwargs={"embed_dim": 32, "depth": 1, "img_size": 8}, epochs=6, batch_size=16,
                      warmup_epochs=1)
     result = T.fit(config, out=tmp_path / "run", progress=False, log=lambda _: None, device="cpu")
@@ -74,7 +76,7 @@ def test_training_on_a_folder_learns(tmp_path):
 def test_cli_trains_on_a_folder(tmp_path, capsys):
     root = make_folder(tmp_path / "images", per_class=10)
     T.main(["--dataset", "imagefolder", "--data-root", str(root), "--model", "vit_digits_patch2_8", "--epochs", "1",
-            "--batch-size", "16", "--no-progress"])
+            "--warmup-epochs", "0.5", "--batch-size", "16", "--no-progress"])
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("test accuracy: ")
 
 
@@ -103,7 +105,7 @@ def test_train_and_val_subfolders_give_the_classes_of_train(tmp_path):
     """With train/ and val/ the classes are the sub-folders of train/ (not "train" and "val"), as the loader reads."""
     make_folder(tmp_path / "train", per_class=2)
     make_folder(tmp_path / "val", per_class=1, seed=1)
-    config = T.prepare_config(replace(T.PRESETS["imagefolder"], data_root=str(tmp_path)))
+    config = T.prepare_config(replace(PRESETS["imagefolder"], data_root=str(tmp_path)))
     assert config.model_kwargs["num_classes"] == 3 and config.model_kwargs["in_chans"] == 3
 
 
@@ -113,7 +115,7 @@ def test_a_class_named_train_is_a_class_without_a_val_folder(tmp_path):
         (tmp_path / name).mkdir()
         for i in range(10):
             Image.new("RGB", (6, 6), (20 * i, 0, 0)).save(tmp_path / name / f"{i}.png")
-    config = T.prepare_config(replace(T.PRESETS["imagefolder"], data_root=str(tmp_path)))
+    config = T.prepare_config(replace(PRESETS["imagefolder"], data_root=str(tmp_path)))
     assert config.model_kwargs["num_classes"] == 3
     assert IF.load_image_folder(tmp_path, img_size=4)[1] == ["bus", "car", "train"]
 
@@ -122,9 +124,9 @@ def test_folder_loaders_use_the_run_seed_the_model_size_and_byte_scaling(tmp_pat
     """The split is drawn with the run's seed; images are resized to the model's img_size (224 when its config
     leaves the default); batches are x / 255 normalised with the training images' own channel statistics."""
     root = make_folder(tmp_path / "images", per_class=10)
-    config = T.prepare_config(replace(T.PRESETS["imagefolder"], data_root=str(root), model="vit_tiny_patch16_224",
+    config = T.prepare_config(replace(PRESETS["imagefolder"], data_root=str(root), model="vit_tiny_patch16_224",
                                       model_kwargs={}, seed=1, augment="none"))
-    loaders = T.make_loaders(config, torch.device("cpu"))
+    loaders = make_loaders(config, torch.device("cpu"))
     splits, _ = IF.load_image_folder(root, img_size=224, seed=1)
     for name in ("train", "val", "test"):
         assert torch.equal(loaders[name].images, splits[name][0]) and torch.equal(loaders[name].labels, splits[name][1])

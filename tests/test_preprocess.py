@@ -258,8 +258,9 @@ def test_transform_refuses_what_would_silently_go_wrong():
 def test_fit_result_carries_the_statistics_of_its_training_data():
     from dataclasses import replace
 
-    config = replace(vitedu.PRESETS["digits"], epochs=1, teacher_epochs=0, model="vit_digits_patch2_8",
-                     model_kwargs={"embed_dim": 16, "depth": 1, "num_heads": 2}, train_fraction=0.1)
+    config = replace(vitedu.PRESETS["digits"], epochs=1, warmup_epochs=0.5, teacher_epochs=0,
+                     model="vit_digits_patch2_8", model_kwargs={"embed_dim": 16, "depth": 1, "num_heads": 2},
+                     train_fraction=0.1)
     result = vitedu.fit(config, device="cpu", log=lambda _: None, progress=False)
     cfg = result.model.pretrained_cfg
     assert cfg["trained"] and cfg["mean"] == pytest.approx(DIGITS_MEAN) and cfg["std"] == pytest.approx(DIGITS_STD)

@@ -107,7 +107,10 @@ def config_problems(config: TrainConfig) -> list[str]:
         ("lr", _real(c.lr) and c.lr > 0, "a finite number > 0"),
         ("min_lr", _real(c.min_lr) and 0 <= c.min_lr <= (c.lr if _real(c.lr) else math.inf),
          f"a finite number from 0 to lr ({c.lr!r})"),
-        ("warmup_epochs", _real(c.warmup_epochs) and c.warmup_epochs >= 0, "a finite number >= 0"),
+        ("warmup_epochs", _real(c.warmup_epochs)
+         and 0 <= c.warmup_epochs <= (c.epochs if _whole(c.epochs, 1) else math.inf),
+         f"a number from 0 to epochs ({c.epochs!r}): lower warmup_epochs or raise epochs (a longer warm-up never "
+         f"reaches the peak learning rate)"),
         ("weight_decay", _real(c.weight_decay) and c.weight_decay >= 0, "a finite number >= 0"),
         ("optimizer", c.optimizer in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
         ("label_smoothing", _real(c.label_smoothing) and 0 <= c.label_smoothing < 1, "a number in [0, 1)"),

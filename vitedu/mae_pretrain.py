@@ -33,8 +33,9 @@ from .config import ConfigError
 from .constants import CLUTTERED_MEAN, CLUTTERED_STD
 from .digits import DIGITS_MAX, load_digits
 from .mae import MaskedAutoencoder
+from .optimizers import param_groups
 from .run_files import STATE_FILE, load_checkpoint, refuse_file_as_folder, save_checkpoint, save_state_dict
-from .train import lr_at, param_groups
+from .train import lr_at
 
 
 @dataclass
@@ -88,7 +89,8 @@ def mae_config_problems(c: MAEConfig) -> list[str]:
         ("base_lr", _real(c.base_lr) and c.base_lr > 0, "a finite number > 0"),
         ("min_lr", _real(c.min_lr) and c.min_lr >= 0, "a finite number >= 0"),
         ("warmup_epochs", _real(c.warmup_epochs) and 0 <= c.warmup_epochs <= (c.epochs if _real(c.epochs) else 0),
-         f"a number from 0 to epochs ({c.epochs!r})"),
+         f"a number from 0 to epochs ({c.epochs!r}): lower warmup_epochs or raise epochs (a longer warm-up never "
+         f"reaches the peak learning rate)"),
         ("weight_decay", _real(c.weight_decay) and c.weight_decay >= 0, "a finite number >= 0"),
         ("betas", isinstance(c.betas, (tuple, list)) and len(c.betas) == 2
          and all(_real(b) and 0 <= b < 1 for b in c.betas), "two numbers in [0, 1), e.g. (0.9, 0.95)"),

@@ -434,7 +434,7 @@ def require_run(out: str | os.PathLike, who: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m vitedu.train", description="Train a Vision Transformer from scratch. Options not given "
-        "come from the dataset's preset (vitedu.train.PRESETS). The last line printed is the test accuracy.")
+        "come from the dataset's preset (vitedu.config.PRESETS). The last line printed is the test accuracy.")
     p.add_argument("--dataset", choices=sorted(PRESETS), default="digits",
                    help="digits: 1,797 8x8 digits shipped with vitedu (offline); cluttered_digits: one of those "
                    "digits at any pixel of a 32x32 canvas among clutter (offline); cluttered_digits_grid: the same "
@@ -537,9 +537,6 @@ def check_cli(args: argparse.Namespace, config: TrainConfig) -> None:
                           f"start a run there, or point --out at the folder of the run to continue")
     if args.resume:
         return  # the saved config is trained, not the options given
-    if args.warmup_epochs is not None and config.warmup_epochs > config.epochs:
-        raise ConfigError(f"warmup_epochs must be at most epochs ({config.epochs}); got {config.warmup_epochs!r}: "
-                          f"the learning rate would never reach its peak. Lower --warmup-epochs or raise --epochs")
     check_model_fits_data(config)
 
 
