@@ -3,7 +3,7 @@
     make bench                                     # a short run: 5 epochs (teacher 1) per setting
     python benchmarks/bench_precision.py --full    # the whole recipe (100 epochs, teacher 20) per setting
 
-Each setting trains vitedu.train.PRESETS["digits"] from the same seed with ``fit(precision=..., compile=...)``
+Each setting trains vitedu.config.PRESETS["digits"] from the same seed with ``fit(precision=..., compile=...)``
 and reports the median training time per epoch (from the logged throughput; evaluation excluded), the
 first epoch alone (where torch.compile pays for compiling), and the final val and test accuracy, so a
 speed-up that costs accuracy shows. The short run's accuracies are those of an unfinished recipe: compare
@@ -21,6 +21,8 @@ import torch
 from bench_models import machine  # benchmarks/, this script's folder, is on the path
 
 from vitedu import train as T
+from vitedu.config import PRESETS
+from vitedu.data import make_loaders
 
 SETTINGS = [("fp32", False), ("bf16", False), ("fp32", True), ("bf16", True)]
 
@@ -34,13 +36,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    config = T.PRESETS["digits"] if args.full else replace(T.PRESETS["digits"], epochs=args.epochs, teacher_epochs=1)
+    config = PRESETS["digits"] if args.full else replace(PRESETS["digits"], epochs=args.epochs, teacher_epochs=1)
     print(f"machine: {machine()}")
     print(f"4. the digits recipe, {config.epochs} epochs (teacher {config.teacher_epochs}), batch {config.batch_size}, "
           f"seed {config.seed}, on the CPU")
     print(f"{'precision':<10} {'compile':<8} {'s/epoch':>8} {'1st epoch s':>12} {'total s':>8} {'val acc':>8} "
           f"{'test acc':>9}")
-    train_size = len(T.make_loaders(config, torch.device("cpu"))["train"].images)
+    train_size = len(make_loaders(config, torch.device("cpu"))["train"].images)
     baseline = None
     for precision, compiled in SETTINGS:
         if compiled and args.no_compile:

@@ -18,7 +18,9 @@ from dataclasses import replace
 
 import torch
 
-from vitedu.train import PRESETS, evaluate, fit, make_loaders, train_teacher
+from vitedu.config import PRESETS
+from vitedu.data import make_loaders
+from vitedu.train import evaluate, fit, train_teacher
 from vitedu.utils import count_parameters, seed_everything
 
 

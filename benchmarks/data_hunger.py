@@ -39,12 +39,16 @@ import numpy as np
 import torch
 from comparison import command_line, key, pick, run_all
 
-from vitedu import data as D
 from vitedu import train as T
+from vitedu.cnn import ConvTeacher
+from vitedu.config import PRESETS, TrainConfig
+from vitedu.data import make_loaders
+from vitedu.digits import load_digits, stratified_split
 from vitedu.models import create_model
+from vitedu.optimizers import param_groups
 from vitedu.utils import seed_everything
 
-BASE = replace(T.PRESETS["digits"], teacher_epochs=0)  # the preset without its teacher
+BASE = replace(PRESETS["digits"], teacher_epochs=0)  # the preset without its teacher
 STEPS_PER_EPOCH_FULL = math.ceil(1259 / BASE.batch_size)  # 40 batches of the full training split
 STEPS = BASE.epochs * STEPS_PER_EPOCH_FULL  # 4,000: the preset's budget, for every arm
 FRACTIONS = (1.0, 0.1)  # add 0.3 for a third point (about 10 CPU-minutes more)
@@ -61,13 +65,13 @@ RERUN = Path(__file__).parent / "results" / "ch7_rerun.json"  # stored runs made
 
 def subset(fraction: float, seed: int) -> np.ndarray:
     """Indices into the training split: the subset ``make_loaders`` trains on for this fraction/seed."""
-    labels = D.load_digits()["train"][1].numpy()
+    labels = load_digits()["train"][1].numpy()
     if fraction == 1:
         return np.arange(len(labels))
-    return D.stratified_split(labels, {"keep": fraction, "rest": 1 - fraction}, seed)["keep"]
+    return stratified_split(labels, {"keep": fraction, "rest": 1 - fraction}, seed)["keep"]
 
 
-def with_budget(config: T.TrainConfig, fraction: float, seed: int) -> T.TrainConfig:
+def with_budget(config: TrainConfig, fraction: float, seed: int) -> TrainConfig:
     """``config`` on a ``fraction`` of the training data, with epochs scaled to keep ~STEPS steps."""
     steps_per_epoch = math.ceil(len(subset(fraction, seed)) / config.batch_size)
     scale = STEPS_PER_EPOCH_FULL / steps_per_epoch  # epochs stretch, steps stay
@@ -76,7 +80,7 @@ def with_budget(config: T.TrainConfig, fraction: float, seed: int) -> T.TrainCon
                    teacher_epochs=round(config.teacher_epochs * scale))
 
 
-def train(arm: str, config: T.TrainConfig) -> dict:
+def train(arm: str, config: TrainConfig) -> dict:
     """``vitedu.train.fit`` without its checkpoints and per-epoch validation (a 10 % subset means 1,000
     epochs): the same seeds, batches and steps, so the ViT arms reproduce ``fit`` exactly. ``arm`` "cnn"
     trains the teacher's convnet alone with the ViT's loop and recipe; "distill" first trains the teacher
@@ -84,12 +88,12 @@ def train(arm: str, config: T.TrainConfig) -> dict:
     draws: the ViT is built first, as for "distill") and scores it, without the ViT."""
     cpu = torch.device("cpu")
     seed_everything(config.seed)
-    loaders = T.make_loaders(config, cpu)
+    loaders = make_loaders(config, cpu)
     if arm == "cnn":
-        model = T.ConvTeacher(in_chans=1, num_classes=10)
+        model = ConvTeacher(in_chans=1, num_classes=10)
     else:
         model = create_model(config.model, **config.model_kwargs)
-    optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
+    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
     scaler = torch.amp.GradScaler("cpu", enabled=False)
     teacher = T.train_teacher(config, loaders, cpu, log=lambda line: None) if arm in ("distill", "teacher") else None
     scores = {}
@@ -114,7 +118,7 @@ def run_svm(fraction: float, seed: int) -> dict:
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
     from sklearn.svm import SVC
 
-    splits = D.load_digits()
+    splits = load_digits()
     flat = lambda images: images.reshape(len(images), -1).numpy().astype(np.float64)  # noqa: E731
     keep = subset(fraction, seed)
     x, y = flat(splits["train"][0][keep]), splits["train"][1][keep].numpy()
@@ -125,7 +129,7 @@ def run_svm(fraction: float, seed: int) -> dict:
             "val_loss": None, "test_acc": score("test")}
 
 
-def job(arm: str, config: T.TrainConfig) -> dict:
+def job(arm: str, config: TrainConfig) -> dict:
     torch.set_num_threads(1)
     start = time.perf_counter()
     record = run_svm(config.train_fraction, config.seed) if arm == "svm" else train(arm, config)
@@ -134,16 +138,16 @@ def job(arm: str, config: T.TrainConfig) -> dict:
             "config": asdict(config), "seconds": time.perf_counter() - start, **record}
 
 
-def job_star(args: tuple[str, T.TrainConfig]) -> dict:
+def job_star(args: tuple[str, TrainConfig]) -> dict:
     return job(*args)
 
 
 def recipe(arm: str, lr: float, fraction: float, seed: int, tau: float = DISTILL[0][0],
-           alpha: float = DISTILL[0][1]) -> tuple[str, T.TrainConfig]:
+           alpha: float = DISTILL[0][1]) -> tuple[str, TrainConfig]:
     """The (arm, config) of one run: the preset without its teacher for "vit" and "cnn", with it for
     "distill" (and "teacher", its teacher alone); the SVM's config only names its subset."""
     if arm in ("distill", "teacher"):
-        base = replace(T.PRESETS["digits"], lr=lr, distill_temperature=tau, distill_alpha=alpha)
+        base = replace(PRESETS["digits"], lr=lr, distill_temperature=tau, distill_alpha=alpha)
     else:
         base = replace(BASE, lr=lr)
     return arm, with_budget(base, fraction, seed)
@@ -160,15 +164,15 @@ def rekeyed(done: dict) -> dict:
     ``teacher_path``) takes its default, so the run is found again instead of being trained twice."""
     out = {}
     for record in done.values():
-        k = key(record["arm"], T.TrainConfig(**record["config"]))
-        out[k] = {**record, "key": k, "config": asdict(T.TrainConfig(**record["config"]))}
+        k = key(record["arm"], TrainConfig(**record["config"]))
+        out[k] = {**record, "key": k, "config": asdict(TrainConfig(**record["config"]))}
     return out
 
 
 def score_teachers(done: dict, workers: int, save) -> None:
     """Score the teacher of every stored distilled run that does not carry its teacher's accuracy (runs made
     before ``train`` recorded it), seed 0 first: arm "teacher", the same config, so the same teacher."""
-    configs = [T.TrainConfig(**r["config"]) for r in done.values()
+    configs = [TrainConfig(**r["config"]) for r in done.values()
                if r["arm"] == "distill" and "teacher_val_acc" not in r]
     configs.sort(key=lambda c: (c.seed, -c.train_fraction))
     run_all([("teacher", c) for c in configs], done, workers, job_star, save)

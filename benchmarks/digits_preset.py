@@ -1,4 +1,4 @@
-"""The run chapter 7 reads: the digits preset, trained once, exactly as ``vitedu.train.PRESETS["digits"]`` says.
+"""The run chapter 7 reads: the digits preset, trained once, exactly as ``vitedu.config.PRESETS["digits"]`` says.
 
 Training the preset (a 20-epoch convnet teacher, then 100 epochs of the ViT) takes about two minutes on a CPU, too
 long for a chapter that should run in under one, and too long for ``make test``, which re-executes every chapter.
@@ -33,15 +33,18 @@ from safetensors.torch import save_file
 
 import vitedu
 from vitedu import train as T
+from vitedu.cnn import ConvTeacher
+from vitedu.config import PRESETS
+from vitedu.data import make_loaders
 
-CONFIG = T.PRESETS["digits"]
+CONFIG = PRESETS["digits"]
 RESULTS = Path(__file__).parent / "results"
 WEIGHTS = RESULTS / "digits_preset.safetensors"
 RECORD = RESULTS / "digits_preset.json"
 THREADS = 1  # as in chapter 7 (tiny models: one thread is nearly as fast on a busy CPU)
 
 
-def predictions(model: torch.nn.Module, loader: vitedu.data.TensorLoader) -> torch.Tensor:
+def predictions(model: torch.nn.Module, loader: vitedu.loaders.TensorLoader) -> torch.Tensor:
     """The predicted class of every image of ``loader``, in order."""
     with torch.no_grad():
         return torch.cat([model.eval()(x).argmax(-1) for x, _ in loader])
@@ -78,10 +81,10 @@ def main() -> None:
     start = time.perf_counter()
     result = T.fit(CONFIG, device="cpu", precision="fp32", progress=False, log_every=10)
     wall = time.perf_counter() - start
-    loaders = T.make_loaders(CONFIG, "cpu")
+    loaders = make_loaders(CONFIG, "cpu")
     teacher_val, teacher_test = (T.evaluate(result.teacher, loaders[s])[1] for s in ("val", "test"))
     check_rounding("ViT", result.model, vitedu.create_model(CONFIG.model, **CONFIG.model_kwargs), loaders)
-    check_rounding("teacher", result.teacher, T.ConvTeacher(in_chans=1, num_classes=10), loaders)
+    check_rounding("teacher", result.teacher, ConvTeacher(in_chans=1, num_classes=10), loaders)
     weights = {f"model.{k}": v for k, v in rounded(result.model).items()}
     weights |= {f"teacher.{k}": v for k, v in rounded(result.teacher).items()}
     RESULTS.mkdir(exist_ok=True)

@@ -20,15 +20,16 @@ from pathlib import Path
 import torch
 
 from vitedu import train as T
+from vitedu.config import PRESETS, TrainConfig
 
-PRESET = T.PRESETS["digits"]
+PRESET = PRESETS["digits"]
 # (temperature, alpha): the preset's, two neighbours of each, hard distillation; None = no teacher at all.
 SETTINGS = ((4.0, 0.7), (4.0, 0.5), (2.0, 0.7), (8.0, 0.7), (0.0, 0.5), (None, None))
 SEEDS = (0, 1, 2)
 OUT = Path(__file__).parent / "results" / "distill_settings.json"
 
 
-def config_for(tau: float | None, alpha: float | None, seed: int) -> T.TrainConfig:
+def config_for(tau: float | None, alpha: float | None, seed: int) -> TrainConfig:
     if tau is None:
         return replace(PRESET, seed=seed, teacher_epochs=0)
     return replace(PRESET, seed=seed, distill_temperature=tau, distill_alpha=alpha)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chapter 9's and chapter 10's studies (issues 44, 45) side by side on one lent GPU, for SECONDS (default 480),
+# Chapter 9's and chapter 10's studies side by side on one lent GPU, for SECONDS (default 480),
 # from the repository's root on the GPU machine; OUT is the folder that comes back:
 #     OUT=/some/folder bash benchmarks/gpu_studies.sh 480
 # Chapter 9's planner (honest_study.py) runs 9 jobs at once and starts each one as soon as its learning rate is

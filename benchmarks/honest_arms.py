@@ -39,10 +39,12 @@ from safetensors.torch import save_file
 from vitedu import cluttered as C
 from vitedu import train as T
 from vitedu.cnn import ConvTeacher, save_conv_teacher
+from vitedu.config import PRESETS, TrainConfig
+from vitedu.data import make_loaders
 from vitedu.models import create_model
 
 EPOCHS, GRID_EPOCHS = 30, 6
-BASE = replace(T.PRESETS["cluttered_digits"], epochs=EPOCHS, grid_epochs=GRID_EPOCHS, teacher_epochs=0, seed=0,
+BASE = replace(PRESETS["cluttered_digits"], epochs=EPOCHS, grid_epochs=GRID_EPOCHS, teacher_epochs=0, seed=0,
                model_kwargs={"drop_path_rate": 0.1})
 TEACHER = "cnn"  # the arm whose runs teach the distilled arms
 HARD = dict(distill_temperature=0.0, distill_alpha=0.5, teacher=TEACHER)  # DeiT's hard distillation
@@ -69,7 +71,7 @@ ABLATIONS: dict[str, tuple[str, dict, str]] = {
 # positions) trained with the CPU speedrun's recipe (``PRESETS["speedrun"]``: 50 epochs, 15 on the grid, Muon at
 # 1.6e-2, no stochastic depth or label smoothing), which was chosen on validation for the ViT (benchmarks/README.md,
 # "The CPU speedrun"): if ConViT still leads on a recipe tuned for its rival, its lead is a prior, not a head start.
-LONGER = replace(T.PRESETS["speedrun"], model_kwargs={"drop_path_rate": 0.0}, seed=0)
+LONGER = replace(PRESETS["speedrun"], model_kwargs={"drop_path_rate": 0.0}, seed=0)
 FITTED = {"vit_fitted": "vit", "convit_fitted": "convit"}  # arm -> the main arm whose model it trains longer
 FITTED_FRACTION, FITTED_LR = 0.1, LONGER.lr
 SAME_AS = {"deit_none": "vit"}  # an ablation whose runs are another arm's at the parent's learning rate
@@ -101,7 +103,7 @@ def needs_teacher(arm: str) -> bool:
     return arm_overrides(arm).get("teacher") == TEACHER
 
 
-def config(arm: str, fraction: float, lr: float, seed: int = 0, teacher_path: str = "") -> T.TrainConfig:
+def config(arm: str, fraction: float, lr: float, seed: int = 0, teacher_path: str = "") -> TrainConfig:
     """The TrainConfig of one run: BASE (LONGER for a longer-budget arm) with the arm's changes, at this
     fraction, learning rate and seed; ``teacher_path``: the CNN run it distils (an arm that ``needs_teacher``),
     else ignored."""
@@ -136,7 +138,7 @@ def job_epochs(name: str) -> int | None:
     return config(arm, fraction, lr).epochs
 
 
-def build(config: T.TrainConfig) -> torch.nn.Module:
+def build(config: TrainConfig) -> torch.nn.Module:
     if config.model == "cnn":
         return ConvTeacher(1, 10, width=CNN_WIDTH, stride=CNN_STRIDE)
     return create_model(config.model, **config.model_kwargs)
@@ -186,7 +188,7 @@ def run_job(name: str, seed: int, device: str, save_dir: str, epochs: int | None
               "train_seconds": round(sum(C.CLUTTERED_SIZES["train"] / speed for speed in history.images_per_s), 1),
               "device": str(device), "config": asdict(c)}
     if teacher is not None:
-        loaders = T.make_loaders(c, torch.device(device))
+        loaders = make_loaders(c, torch.device(device))
         record["teacher_val_acc"] = T.evaluate(teacher, loaders["val"])[1]
     # float16 (as variants_seed0.safetensors): half the size; a CNN's file can teach a distilled run
     if isinstance(model, ConvTeacher):

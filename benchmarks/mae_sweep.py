@@ -28,6 +28,7 @@ import torch
 
 from vitedu import linear_probe as probe
 from vitedu import mae_pretrain
+from vitedu.run_files import STATE_FILE
 
 N_LABELLED = 1_000  # the probe: 1,000 labelled canvases
 PROBE_EVERY = 50  # epochs between probes, to see whether longer pre-training still pays
@@ -85,11 +86,11 @@ def run(name: str, seed: int, device: str, save_dir: Path, out: Path, epochs: in
             print(json.dumps(row), file=rows, flush=True)
 
         about = dict(variant=name, seed=seed, device=device)
-        if not (folder / mae_pretrain.STATE_FILE).exists():
+        if not (folder / STATE_FILE).exists():
             record(probe_row(mae_pretrain.build_mae(config).encoder.to(device), data, **about, epochs_done=0))
         model = history = None
         for stop in [*range(PROBE_EVERY, config.epochs, PROBE_EVERY), config.epochs]:
-            state = folder / mae_pretrain.STATE_FILE
+            state = folder / STATE_FILE
             if state.exists() and json.loads(state.read_text())["epoch"] >= stop:
                 continue  # a stage a stopped job already did (and probed)
             model, history, steps = mae_pretrain.pretrain(config, folder, device, stop_after=stop, log=log)

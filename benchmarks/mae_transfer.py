@@ -51,6 +51,7 @@ from vitedu import (
 from vitedu import linear_probe as probe
 from vitedu import train as T
 from vitedu.cluttered import load_cluttered_digits, normalise_canvases
+from vitedu.config import PRESETS, TrainConfig
 from vitedu.interpret import box_coverage
 from vitedu.run_files import atomic_write
 from vitedu.shipped import shipped_metadata
@@ -81,8 +82,8 @@ def classifier(state: dict, model_kwargs: dict, seed: int, drop_path_rate: float
     return model
 
 
-def finetune_config(fraction: float, epochs: int, lr: float, seed: int) -> T.TrainConfig:
-    return replace(T.PRESETS["cluttered_digits"], epochs=epochs, lr=lr, train_fraction=fraction, seed=seed,
+def finetune_config(fraction: float, epochs: int, lr: float, seed: int) -> TrainConfig:
+    return replace(PRESETS["cluttered_digits"], epochs=epochs, lr=lr, train_fraction=fraction, seed=seed,
                    teacher_epochs=0, grid_epochs=0, warmup_epochs=min(5.0, epochs / 10))
 
 

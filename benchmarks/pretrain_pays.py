@@ -48,6 +48,7 @@ from safetensors.torch import load_file, save_file
 
 from vitedu import cluttered as C
 from vitedu import train as T
+from vitedu.config import PRESETS, TrainConfig
 from vitedu.models import create_model
 from vitedu.shipped import load_shipped_weights, shipped_metadata
 
@@ -96,17 +97,17 @@ def encoder_kwargs() -> dict:
     return {k: v for k, v in kwargs.items() if k not in ("num_classes", "pos_embed")}
 
 
-def config(arm: str, fraction: float, epochs: int, lr: float, seed: int = 0) -> T.TrainConfig:
+def config(arm: str, fraction: float, epochs: int, lr: float, seed: int = 0) -> TrainConfig:
     """The one recipe, at this budget; the arms differ in ``model_kwargs["weight_init"]`` only, which for the MAE
     arm draws nothing that survives the encoder's weights but the head (drawn alike: ``build``)."""
     kwargs = {**encoder_kwargs(), "pos_embed": "learn_sincos", "drop_path_rate": 0.1, "weight_init": "mimetic"}
-    return replace(T.PRESETS["cluttered_digits"], model_kwargs=kwargs, epochs=epochs, grid_epochs=epochs // 5,
+    return replace(PRESETS["cluttered_digits"], model_kwargs=kwargs, epochs=epochs, grid_epochs=epochs // 5,
                    warmup_epochs=min(5.0, epochs / 10), teacher_epochs=0, lr=lr, train_fraction=fraction, seed=seed)
 
 
 def build_for(arm: str):
     """``fit``'s ``build``: the book's start, plus (arm "mae") the shipped encoder's weights on top of it."""
-    def build(c: T.TrainConfig) -> torch.nn.Module:
+    def build(c: TrainConfig) -> torch.nn.Module:
         model = create_model(c.model, **c.model_kwargs)
         if arm == "mae":
             encoder = load_shipped_weights(ENCODER)

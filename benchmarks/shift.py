@@ -30,10 +30,11 @@ from safetensors.torch import save_file
 
 import vitedu
 from vitedu.cnn import ConvTeacher
+from vitedu.config import PRESETS
 from vitedu.data import make_loaders
 from vitedu.shift import offset_accuracy
 from vitedu.shipped import load_seed_pack
-from vitedu.train import PRESETS, train_teacher
+from vitedu.train import train_teacher
 
 ROOT = Path(__file__).resolve().parent.parent
 # Package data, so that chapter 8 can read them on Colab (pip-installed vitedu has no benchmarks/).

@@ -132,7 +132,7 @@ VARIANTS: dict[str, dict] = {
 def variant_config(overrides: dict, seed: int = 0):
     """The earlier preset (cluttered_digits_grid) with a variant's fields changed; model_kwargs are merged into
     the preset's, not replaced."""
-    from vitedu.train import PRESETS
+    from vitedu.config import PRESETS
 
     preset = PRESETS["cluttered_digits_grid"]
     model_kwargs = {**preset.model_kwargs, **overrides.get("model_kwargs", {})}

@@ -40,10 +40,12 @@ from safetensors.torch import load_file, save_file
 from vitedu import cluttered as C
 from vitedu import interpret as I
 from vitedu import train as T
+from vitedu.config import PRESETS, TrainConfig
+from vitedu.data import make_loaders
 
 EPOCHS = 6
 TEACHER_EPOCHS = 4
-BASE = replace(T.PRESETS["cluttered_digits_grid"], epochs=EPOCHS, teacher_epochs=0)  # on the grid
+BASE = replace(PRESETS["cluttered_digits_grid"], epochs=EPOCHS, teacher_epochs=0)  # on the grid
 ARMS = {  # arm -> what differs from BASE
     "vit": dict(model="vit_cluttered_digits"),
     "deit": dict(model="deit_cluttered_digits", teacher_epochs=TEACHER_EPOCHS, distill_temperature=0.0,
@@ -61,7 +63,7 @@ WEIGHTS = RESULTS / "variants_grid_seed0.safetensors"
 CACHE = Path("runs") / "variants"  # seed-0, all-data weights of every tuning run (ignored by git)
 
 
-def config(arm: str, lr: float, fraction: float = 1.0, seed: int = 0) -> T.TrainConfig:
+def config(arm: str, lr: float, fraction: float = 1.0, seed: int = 0) -> TrainConfig:
     return replace(BASE, **ARMS[arm], lr=lr, train_fraction=fraction, seed=seed)
 
 
@@ -113,7 +115,7 @@ def analyse(arm: str, model: torch.nn.Module, teacher: torch.nn.Module | None) -
     return out
 
 
-def job(arm: str, c: T.TrainConfig) -> dict:
+def job(arm: str, c: TrainConfig) -> dict:
     torch.set_num_threads(1)
     start = time.perf_counter()
     result = T.fit(c, device="cpu", progress=False, log=lambda line: None)
@@ -122,7 +124,7 @@ def job(arm: str, c: T.TrainConfig) -> dict:
               "val_curve": result.history.val_acc, "test_acc": result.test_acc,
               "parameters": sum(p.numel() for p in result.model.parameters()), "seconds": None}
     if result.teacher is not None:
-        loaders = T.make_loaders(c, torch.device("cpu"))
+        loaders = make_loaders(c, torch.device("cpu"))
         record["teacher_val_acc"] = T.evaluate(result.teacher, loaders["val"])[1]
         record["teacher_test_acc"] = T.evaluate(result.teacher, loaders["test"])[1]
     record.update(analyse(arm, result.model, result.teacher))

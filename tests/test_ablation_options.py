@@ -1,4 +1,4 @@
-"""The switches that take one idea out of CaiT or ConViT (chapter 9's ablations, issue 25): each removes exactly
+"""The switches that take one idea out of CaiT or ConViT (chapter 9's ablations): each removes exactly
 its idea, and the defaults build the paper's model unchanged (the timm-exact tests check the numerics)."""
 
 import torch

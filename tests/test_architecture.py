@@ -6,7 +6,9 @@ run."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.machinery
+import json
 import re
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ PACKAGE = ROOT / "vitedu"
 TEXT = (ROOT / "ARCHITECTURE.md").read_text()
 
 
+@functools.cache
 def modules() -> dict[str, Path]:
     """Module name relative to the package (``checks.diagnosis``; the package itself is ``vitedu``) -> file."""
     found = {}
@@ -209,3 +212,120 @@ def test_the_measuring_scripts_live_in_benchmarks():
     assert not writing, writing
     assert {"sweep_cluttered.py", "compare_cluttered.py", "gpu_sweep.py"} <= {p.name for p in
                                                                             (ROOT / "benchmarks").glob("*.py")}
+
+
+@functools.cache
+def defined_names(module: str) -> set[str] | None:
+    """What ``vitedu.<module>`` itself defines (def, class, assignment); None for a package, whose names are
+    its door (``vitedu.create_model``, ``vitedu.checks.check_attention``)."""
+    path = modules().get(module)
+    if path is None or path.name == "__init__.py":
+        return None
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.col_offset == 0:
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.col_offset == 0:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+@functools.cache
+def bound_modules(module: str) -> set[str]:
+    """The names ``vitedu.<module>`` binds to modules (``import torch``, ``from . import distributed``): a test may
+    reach through them (``monkeypatch.setattr(T.distributed, ...)``) without taking a name the long way."""
+    tree = ast.parse(modules()[module].read_text())
+    found = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return found | {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+                    and n.level and not n.module for a in n.names}
+
+
+def long_way_names(source: str, where: str, package: str = "") -> list[str]:
+    """Names a source takes from a vitedu module that does not define them (``from vitedu.train import PRESETS``,
+    ``T.PRESETS`` with ``from vitedu import train as T``, ``vitedu.data.load_digits``). ``package`` resolves the
+    relative imports of a module inside vitedu."""
+    tree, known = ast.parse(source), set(modules())
+    stored = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    aliases, found = {}, []
+
+    def take(module: str, name: str, how: str) -> None:
+        names = defined_names(module)
+        if names is not None and name not in names and f"{module}.{name}" not in known \
+                and name not in bound_modules(module):
+            found.append(f"{where}: {how} (vitedu.{module} does not define {name})")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".") if package else []
+                base = parts[: len(parts) - node.level + 1] if node.level > 1 else parts
+                module = ".".join([*base, node.module] if node.module else base)
+            elif (node.module or "") == "vitedu" or (node.module or "").startswith("vitedu."):
+                module = node.module.removeprefix("vitedu").lstrip(".")
+            else:
+                continue
+            for alias in node.names:
+                full = f"{module}.{alias.name}".lstrip(".")
+                if full in known:
+                    aliases[alias.asname or alias.name] = full
+                elif module:
+                    take(module, alias.name, f"from vitedu.{module} import {alias.name}")
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname: a.name.removeprefix("vitedu.") for a in node.names
+                        if a.asname and a.name.startswith("vitedu.")}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in aliases and node.value.id not in stored:
+            take(aliases[node.value.id], node.attr, f"{node.value.id}.{node.attr}")
+        chain, inner = [node.attr], node.value
+        while isinstance(inner, ast.Attribute):
+            chain, inner = [inner.attr, *chain], inner.value
+        if isinstance(inner, ast.Name) and inner.id == "vitedu" and len(chain) == 2 and chain[0] in known:
+            take(chain[0], chain[1], f"vitedu.{'.'.join(chain)}")
+    return found
+
+
+@functools.cache
+def sources() -> list[tuple[str, str, str]]:
+    """(where, source, package) of every Python source: the package, tests, tools, benchmarks, notebooks' cells."""
+    found = []
+    for name, path in modules().items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found.append((f"vitedu/{path.relative_to(PACKAGE)}", path.read_text(), "" if package == "vitedu" else package))
+    for folder in ("tests", *SCRIPT_FOLDERS):
+        found += [(str(p.relative_to(ROOT)), p.read_text(), "") for p in sorted((ROOT / folder).glob("*.py"))]
+    for path in sorted((ROOT / "notebooks").rglob("*.ipynb")):
+        cells = json.loads(path.read_text())["cells"]
+        for i, cell in enumerate(cells):
+            lines = "".join(cell["source"]).splitlines()
+            code = "\n".join(line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!"))
+                             else line for line in lines)  # IPython's magics and shell lines: no names
+            if cell["cell_type"] == "code":
+                found.append((f"{path.relative_to(ROOT)} cell {i}", code, ""))
+    return found
+
+
+def test_each_name_comes_from_the_module_that_defines_it():
+    """The package, its tests, scripts and chapters import each name from where it is defined, not through a
+    module that happens to import it (the packages `vitedu` and `vitedu.checks` are doors, and may)."""
+    assert len(sources()) > 500  # the package, tests, scripts and every notebook cell
+    found = [line for where, source, package in sources() for line in long_way_names(source, where, package)]
+    assert not found, found
+
+
+def test_a_name_taken_the_long_way_is_found():
+    bad = """
+import vitedu
+from vitedu import train as T
+from vitedu.data import load_digits, make_loaders
+from vitedu.models import create_model
+config = T.PRESETS["digits"]
+images = vitedu.data.load_cluttered_digits("test")
+T.fit(config)
+"""
+    assert long_way_names(bad, "bad.py") == [
+        "bad.py: from vitedu.data import load_digits (vitedu.data does not define load_digits)",
+        "bad.py: T.PRESETS (vitedu.train does not define PRESETS)",
+        "bad.py: vitedu.data.load_cluttered_digits (vitedu.data does not define load_cluttered_digits)"]

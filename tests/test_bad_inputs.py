@@ -1,5 +1,5 @@
 """The package's edges: every bad input is refused, before any work, with what was expected, what was given and
-what to do (issue 60, "no silent input").
+what to do (no silent input).
 
 One table of bad inputs across the entry points: package functions (``create_model``, ``load_trained``, the
 registry's settings, ``TrainConfig``, ``MAEConfig``) and the command lines, called in-process through their
@@ -71,7 +71,7 @@ PACKAGE_CASES: list[tuple[str, Callable[[Path, Path], object], type[BaseExceptio
      FileNotFoundError, r"holds no training run \(no train_state\.json\).*python -m vitedu\.train --out"),
     ("load_trained: a file", lambda t, o: vitedu.load_trained(_a_file(t)),
      NotADirectoryError, r"notes\.txt' is a file; point it at the run's folder"),
-    ("fit: out is a file", lambda t, o: FIT(TrainConfig(epochs=1), out=_a_file(t), device="cpu"),
+    ("fit: out is a file", lambda t, o: FIT(TrainConfig(epochs=1, warmup_epochs=0), out=_a_file(t), device="cpu"),
      CheckpointError, r"out must be a folder for the run's checkpoints; got '.*notes\.txt', which is a file"),
     ("pretrain: out is a file", lambda t, o: PRETRAIN(MP.MAEConfig(epochs=1, warmup_epochs=0), out=_a_file(t)),
      CheckpointError, r"out must be a folder .*notes\.txt', which is a file: pick another path"),
@@ -88,7 +88,11 @@ PACKAGE_CASES: list[tuple[str, Callable[[Path, Path], object], type[BaseExceptio
     ("MAEConfig betas", lambda t, o: MP.MAEConfig(betas=(0.9, 1.5)),
      ConfigError, r"betas must be two numbers in \[0, 1\), e\.g\. \(0\.9, 0\.95\); got \(0\.9, 1\.5\)"),
     ("MAEConfig warm-up longer than the run", lambda t, o: MP.MAEConfig(epochs=10),
-     ConfigError, r"warmup_epochs must be a number from 0 to epochs \(10\); got 40\.0"),
+     ConfigError, r"warmup_epochs must be a number from 0 to epochs \(10\): lower warmup_epochs or raise epochs .*; "
+     r"got 40\.0"),
+    ("TrainConfig warm-up longer than the run", lambda t, o: TrainConfig(epochs=2, warmup_epochs=5),
+     ConfigError, r"warmup_epochs must be a number from 0 to epochs \(2\): lower warmup_epochs or raise epochs .*; "
+     r"got 5"),
     ("MAEConfig batch_size 0", lambda t, o: MP.MAEConfig(batch_size=0),
      ConfigError, r"batch_size must be a whole number >= 1; got 0"),
     ("MAEConfig base_lr nan", lambda t, o: MP.MAEConfig(base_lr=float("nan")),
@@ -107,7 +111,7 @@ TRAIN_CLI_CASES: list = [
     ("resume an empty folder", lambda t, o: ["--resume", "--out", str(o)],
      r"--resume: there is nothing to resume in '.*out' \(no train_state\.json\); drop --resume"),
     ("warm-up longer than the run", lambda t, o: ["--warmup-epochs", "50", "--epochs", "2", "--out", str(o)],
-     r"warmup_epochs must be at most epochs \(2\); got 50\.0.*Lower --warmup-epochs or raise --epochs"),
+     r"warmup_epochs must be a number from 0 to epochs \(2\): lower warmup_epochs or raise epochs .*; got 50\.0"),
     ("out is a file", lambda t, o: ["--out", _a_file(t)], r"--out must be a folder .*notes\.txt', which is a file"),
     ("save-weights is a folder", lambda t, o: ["--save-weights", str(o)],
      r"--save-weights must be a file path .*; got '.*out', which is a folder"),
@@ -127,7 +131,7 @@ MAE_CLI_CASES: list = [
      r"epochs must be a whole number >= 1 \(0 epochs would save an untrained encoder\); got 0"),
     ("mask ratio 1.5", lambda t, o: ["--mask-ratio", "1.5"], r"mask_ratio must be .* in \(0, 1\) .*; got 1\.5"),
     ("warm-up longer than the run", lambda t, o: ["--epochs", "2"],
-     r"warmup_epochs must be a number from 0 to epochs \(2\); got 40\.0"),
+     r"warmup_epochs must be a number from 0 to epochs \(2\): lower warmup_epochs or raise epochs .*; got 40\.0"),
     ("batch size 0", lambda t, o: ["--batch-size", "0"], r"batch_size must be a whole number >= 1; got 0"),
     ("threads 0", lambda t, o: ["--threads", "0"], r"--threads must be a whole number >= 1 .*; got 0"),
     ("device foo", lambda t, o: ["--device", "foo"], r"device must be cpu, cuda, cuda:N or mps; got 'foo'"),
@@ -211,7 +215,7 @@ def test_an_unexplained_error_keeps_its_traceback(monkeypatch):
 
 def test_an_explained_error_inside_fit_is_one_line(monkeypatch, capsys):
     def fit_with_a_bad_file(*args, **kwargs):
-        raise T.CheckpointError("runs/x/model.safetensors is empty (0 bytes): save it again")
+        raise CheckpointError("runs/x/model.safetensors is empty (0 bytes): save it again")
 
     monkeypatch.setattr(T, "fit", fit_with_a_bad_file)
     line = _refused_by(T.main, [], capsys)

@@ -207,7 +207,7 @@ def test_plain_docstrings_render_as_written() -> None:
         "   y = x",
     ]
     # A sentence wrapped so that a line starts with "(" stays one paragraph; a sentence that goes on
-    # after a shape line goes on in that line (issue 43: one sentence was three paragraphs).
+    # after a shape line goes on in that line (otherwise one sentence renders as three paragraphs).
     doc = [
         "The outer shape of every classifier (ViT, DeiT): encode the image into tokens",
         "([CLS] first, after the final norm), then pool them.",

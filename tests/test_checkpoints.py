@@ -19,6 +19,9 @@ from train_recipes import SMALL, TINY, quiet
 from vitedu import create_model
 from vitedu import run_files as RF
 from vitedu import train as T
+from vitedu.cnn import ConvTeacher
+from vitedu.optimizers import param_groups
+from vitedu.run_files import STATE_FILE, TEACHER_FILE, load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -56,7 +59,7 @@ def test_checkpoint_roundtrip_gives_identical_predictions(one_epoch_run):
     result.model.eval()
     with torch.no_grad():
         assert torch.equal(model(images), result.model(images))
-    state = json.loads((out / T.STATE_FILE).read_text())
+    state = json.loads((out / STATE_FILE).read_text())
     assert state["epoch"] == 1 and state["step"] == 10 and state["history"]["epoch"] == [1]
     # Optimizer moments are tensors in safetensors, not pickles.
     flat = load_file(str(out / RF.OPTIMIZER_FILE))
@@ -78,7 +81,7 @@ def test_loading_never_unpickles(one_epoch_run, monkeypatch):
 def test_resume_matches_uninterrupted_run(tiny_runs, tmp_path):
     full = tiny_runs["full"]
     T.fit(TINY, out=tmp_path / "split", stop_after=1, progress=False, log=quiet, device="cpu")
-    half = json.loads((tmp_path / "split" / T.STATE_FILE).read_text())
+    half = json.loads((tmp_path / "split" / STATE_FILE).read_text())
     assert half["epoch"] == 1
     resumed = T.fit(TINY, out=tmp_path / "split", resume=True, progress=False, log=quiet, device="cpu")
     assert resumed.history.epoch == [1, 2] and resumed.history.lr == full.history.lr
@@ -94,7 +97,7 @@ def test_checkpointing_every_epoch_leaves_the_run_bit_identical(tiny_runs, tmp_p
     the run without them, bit for bit."""
     plain = tiny_runs["plain"]
     saved = T.fit(TINY, out=tmp_path / "run", resume=True, progress=False, log=quiet, device="cpu")
-    assert (tmp_path / "run" / T.STATE_FILE).exists()  # it did checkpoint
+    assert (tmp_path / "run" / STATE_FILE).exists()  # it did checkpoint
     assert saved.history.train_loss == plain.history.train_loss
     for (name, a), b in zip(plain.model.state_dict().items(), saved.model.state_dict().values()):
         assert torch.equal(a, b), name
@@ -104,7 +107,7 @@ def test_checkpointing_every_epoch_leaves_the_run_bit_identical(tiny_runs, tmp_p
 def test_teacher_distillation_run_resumes_with_the_same_teacher(tiny_runs, tmp_path):
     config = replace(TINY, teacher_epochs=1, distill_alpha=0.5)
     full = T.fit(config, out=tmp_path / "full", progress=False, log=quiet, device="cpu")
-    assert isinstance(full.teacher, T.ConvTeacher) and (tmp_path / "full" / T.TEACHER_FILE).exists()
+    assert isinstance(full.teacher, ConvTeacher) and (tmp_path / "full" / TEACHER_FILE).exists()
     T.fit(config, out=tmp_path / "split", stop_after=1, progress=False, log=quiet, device="cpu")
     resumed = T.fit(config, out=tmp_path / "split", resume=True, progress=False, log=quiet, device="cpu")
     for a, b in zip(full.teacher.state_dict().values(), resumed.teacher.state_dict().values()):
@@ -118,8 +121,8 @@ def test_teacher_distillation_run_resumes_with_the_same_teacher(tiny_runs, tmp_p
 def test_resume_restores_optimizer_state(one_epoch_run):
     result, out = one_epoch_run
     model = create_model(TINY.model, **TINY.model_kwargs)
-    optimizer = torch.optim.AdamW(T.param_groups(model, TINY.weight_decay), lr=TINY.lr)
-    T.load_checkpoint(out, model, optimizer)
+    optimizer = torch.optim.AdamW(param_groups(model, TINY.weight_decay), lr=TINY.lr)
+    load_checkpoint(out, model, optimizer)
     saved = result.optimizer.state_dict()
     loaded = optimizer.state_dict()
     assert loaded["param_groups"][0]["lr"] == saved["param_groups"][0]["lr"]
@@ -130,9 +133,9 @@ def test_resume_restores_optimizer_state(one_epoch_run):
 
 def test_torn_checkpoint_is_detected(one_epoch_run, tmp_path):
     tmp_path = Path(shutil.copytree(one_epoch_run[1], tmp_path / "run"))  # a copy: this test tears it
-    state = json.loads((tmp_path / T.STATE_FILE).read_text())
+    state = json.loads((tmp_path / STATE_FILE).read_text())
     state["epoch"] = 2  # as if the JSON were written for a later epoch than the weights
-    (tmp_path / T.STATE_FILE).write_text(json.dumps(state))
+    (tmp_path / STATE_FILE).write_text(json.dumps(state))
     with pytest.raises(ValueError, match="interrupted while saving"):
         T.load_trained(tmp_path)
 
@@ -150,7 +153,7 @@ def test_resume_carries_on_with_the_saved_config_and_a_new_run_starts_afresh(tmp
     fresh = T.fit(replace(config, epochs=2), out=tmp_path, device="cpu", log=lines.append)
     assert [line.split()[:2] for line in lines] == [["epoch", "1/2"], ["epoch", "2/2"]]
     assert fresh.history.epoch == [1, 2]
-    assert json.loads((tmp_path / T.STATE_FILE).read_text())["config"]["epochs"] == 2
+    assert json.loads((tmp_path / STATE_FILE).read_text())["config"]["epochs"] == 2
 
 
 def test_checkpoints_stamp_every_file_and_keep_no_loss_scale_without_float16(tmp_path):
@@ -163,7 +166,7 @@ def test_checkpoints_stamp_every_file_and_keep_no_loss_scale_without_float16(tmp
     for name in (RF.MODEL_FILE, RF.OPTIMIZER_FILE):
         with safe_open(str(out / name), framework="pt") as f:
             assert f.metadata() == {"epoch": "1", "step": "1"}
-    assert json.loads((out / T.STATE_FILE).read_text())["scaler"] == {}
+    assert json.loads((out / STATE_FILE).read_text())["scaler"] == {}
 
 
 def test_load_checkpoint_restores_a_loss_scale_and_checks_only_the_files_it_reads(tmp_path):
@@ -172,22 +175,22 @@ def test_load_checkpoint_restores_a_loss_scale_and_checks_only_the_files_it_read
     from safetensors.torch import save_file
 
     model = create_model(TINY.model, **TINY.model_kwargs)
-    optimizer = torch.optim.AdamW(T.param_groups(model, 0.05), lr=1e-3)
+    optimizer = torch.optim.AdamW(param_groups(model, 0.05), lr=1e-3)
     model(torch.randn(2, 1, 8, 8)).sum().backward()
     optimizer.step()
     scaler = torch.amp.GradScaler("cpu", enabled=True, init_scale=1024.0)
-    T.save_checkpoint(tmp_path, model, optimizer, scaler, TINY, T.History(), epoch=3, step=30)
+    save_checkpoint(tmp_path, model, optimizer, scaler, TINY, T.History(), epoch=3, step=30)
     fresh = torch.amp.GradScaler("cpu", enabled=True)
     assert fresh.get_scale() != 1024.0
-    T.load_checkpoint(tmp_path, model, optimizer, fresh)
+    load_checkpoint(tmp_path, model, optimizer, fresh)
     assert fresh.get_scale() == 1024.0
-    T.load_checkpoint(tmp_path, model)  # no optimizer, no scaler: the model alone
+    load_checkpoint(tmp_path, model)  # no optimizer, no scaler: the model alone
 
     flat = load_file(str(tmp_path / RF.OPTIMIZER_FILE))
     save_file(flat, str(tmp_path / RF.OPTIMIZER_FILE), metadata={"epoch": "2", "step": "20"})  # torn: older
     with pytest.raises(ValueError, match="interrupted while saving"):
-        T.load_checkpoint(tmp_path, model, optimizer)
-    T.load_checkpoint(tmp_path, model)  # the weights themselves are whole
+        load_checkpoint(tmp_path, model, optimizer)
+    load_checkpoint(tmp_path, model)  # the weights themselves are whole
     (tmp_path / RF.OPTIMIZER_FILE).unlink()  # e.g. a folder shipped without the optimizer state
     T.load_trained(tmp_path)
 
@@ -195,7 +198,7 @@ def test_load_checkpoint_restores_a_loss_scale_and_checks_only_the_files_it_read
 def test_the_state_file_keeps_the_model_s_preprocessing(one_epoch_run):
     """A resumed or reloaded run knows how its images were prepared: the model's pretrained_cfg is saved too."""
     result, out = one_epoch_run
-    saved = json.loads((out / T.STATE_FILE).read_text())["pretrained_cfg"]
+    saved = json.loads((out / STATE_FILE).read_text())["pretrained_cfg"]
     now = json.loads(json.dumps(result.model.pretrained_cfg))  # tuples become lists, as in the file
     for key in ("input_size", "mean", "std", "num_classes"):
         assert saved[key] == now[key], key
@@ -206,7 +209,7 @@ def test_load_trained_gives_the_model_the_preprocessing_its_state_file_records(o
     file, or one written by a later version); the source names the file and the weights count as trained."""
     _, out = one_epoch_run
     shutil.copytree(out, tmp_path / "run")
-    state_file = tmp_path / "run" / T.STATE_FILE
+    state_file = tmp_path / "run" / STATE_FILE
     state = json.loads(state_file.read_text())
     recorded = {**state["pretrained_cfg"], "mean": [0.25], "std": [0.5], "interpolation": "bilinear",
                 "crop_pct": 0.875, "crop_mode": "squash", "label_names": list("abcdefghij")}
@@ -275,7 +278,7 @@ def test_a_float16_run_scales_its_loss_and_a_resumed_run_keeps_the_scale(tmp_pat
     The CPU runs float16 autocast and GradScaler("cpu") too, so the path is tested here."""
     monkeypatch.setattr(T, "amp_dtype", lambda device: torch.float16)
     seen = set()
-    real_create_model = T.create_model
+    real_create_model = create_model
 
     def create_model_seeing_dtypes(*args, **kwargs):
         model = real_create_model(*args, **kwargs)
@@ -286,7 +289,7 @@ def test_a_float16_run_scales_its_loss_and_a_resumed_run_keeps_the_scale(tmp_pat
     out = tmp_path / "run"
     T.fit(replace(SMALL, epochs=2), out=out, stop_after=1, device="cpu", log=quiet)  # as if interrupted
     assert torch.float16 in seen
-    state_file = out / T.STATE_FILE
+    state_file = out / STATE_FILE
     state = json.loads(state_file.read_text())
     assert state["scaler"]["scale"] == 65536.0  # GradScaler's starting scale, kept after a step without overflow
     state["scaler"]["scale"] = 1024.0  # as if overflows had halved it six times
@@ -295,4 +298,4 @@ def test_a_float16_run_scales_its_loss_and_a_resumed_run_keeps_the_scale(tmp_pat
     state = json.loads(state_file.read_text())
     assert state["epoch"] == 2 and state["scaler"]["scale"] == 1024.0
     T.fit(replace(SMALL, epochs=1), out=tmp_path / "fp32", device="cpu", log=quiet, precision="fp32")
-    assert json.loads((tmp_path / "fp32" / T.STATE_FILE).read_text())["scaler"] == {}  # asked for fp32: no scaling
+    assert json.loads((tmp_path / "fp32" / STATE_FILE).read_text())["scaler"] == {}  # asked for fp32: no scaling

@@ -338,7 +338,7 @@ def test_checks_leave_the_global_random_state_alone():
 
 
 # ---------------------------------------------------------------------------------------------------
-# Issue 46: a scale by d_v, a softmax over any wrong axis, a mask laid along the queries
+# A scale by d_v, a softmax over any wrong axis, a mask laid along the queries
 
 
 def test_a_scale_by_the_width_of_the_values_is_named_and_not_called_hard_coded():
@@ -736,7 +736,7 @@ def test_vit_forward_with_cls_appended_and_read_from_the_end_is_diagnosed():
 
 
 # ---------------------------------------------------------------------------------------------------
-# Issue 14: unstable softmax, hard-coded sizes, head width, masking, unfold, the training step
+# Unstable softmax, hard-coded sizes, head width, masking, unfold, the training step
 
 
 def naive_softmax(logits):
@@ -1014,7 +1014,7 @@ def test_the_docstring_lists_every_check():
 
 
 # ---------------------------------------------------------------------------------------------------
-# Issue 57: accuracy and evaluate have checks; every check grades aspects (only=) for partial credit
+# Accuracy and evaluate have checks; every check grades aspects (only=) for partial credit
 
 
 def accuracy(logits, labels):
@@ -1023,7 +1023,9 @@ def accuracy(logits, labels):
 
 def make_evaluate(device, ignore_split=False):
     """A3's evaluate as a student writes it, reading the digits through a loader on ``device``."""
-    from vitedu.data import DIGITS_MAX, DIGITS_MEAN, DIGITS_STD, TensorLoader, load_digits
+    from vitedu.constants import DIGITS_MEAN, DIGITS_STD
+    from vitedu.digits import DIGITS_MAX, load_digits
+    from vitedu.loaders import TensorLoader
 
     splits = load_digits()
 

@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from vitedu import cluttered as C
-from vitedu import data as D
+from vitedu.augment import digits_augment, digits_warp
+from vitedu.config import PRESETS
+from vitedu.constants import CLUTTERED_MEAN, CLUTTERED_STD
 from vitedu.digits import DIGITS_MAX, load_digits, stratified_subset
 
 
@@ -29,8 +31,8 @@ def test_seeded_and_deterministic():
 
 
 def test_digit_is_whole_inside_its_box_and_box_is_tight():
-    digits, labels = D.load_digits()["val"]
-    pool = digits.float() / D.DIGITS_MAX
+    digits, labels = load_digits()["val"]
+    pool = digits.float() / DIGITS_MAX
     images, canvas_labels, boxes = C.make_cluttered(pool, labels, 200, torch.Generator().manual_seed(0),
                                                     num_fragments=0)
     ink = images[:, 0] > 0  # (N, S, S): without clutter, all ink is the digit's
@@ -65,10 +67,10 @@ def test_ink_boxes_hand_computed():
 def test_splits_are_isolated():
     # The digit of every train canvas is a train digit, never a test digit (clutter: see the next test, and
     # load_cluttered_digits draws both from the one split's pool).
-    splits = D.load_digits()
+    splits = load_digits()
 
     def crops(name):
-        pool = splits[name][0].float() / D.DIGITS_MAX
+        pool = splits[name][0].float() / DIGITS_MAX
         return {pool[j, 0][tight_box(pool[j])].numpy().tobytes() for j in range(len(pool))}
 
     train_crops, test_crops = crops("train"), crops("test")
@@ -128,8 +130,8 @@ def test_bad_split_raises():
 
 def test_normalisation_constants_match_training_canvases():
     images, _, _ = C.load_cluttered_digits("train")
-    assert images.mean().item() == pytest.approx(C.CLUTTERED_MEAN[0], abs=2e-3)
-    assert images.std().item() == pytest.approx(C.CLUTTERED_STD[0], abs=2e-3)
+    assert images.mean().item() == pytest.approx(CLUTTERED_MEAN[0], abs=2e-3)
+    assert images.std().item() == pytest.approx(CLUTTERED_STD[0], abs=2e-3)
 
 
 def test_one_normalisation_for_the_loader_the_model_transform_and_the_helpers():
@@ -145,7 +147,7 @@ def test_one_normalisation_for_the_loader_the_model_transform_and_the_helpers():
 
 
 def test_loader_draws_fresh_canvases_each_epoch_and_is_seeded():
-    digits, labels = D.load_digits()["train"]
+    digits, labels = load_digits()["train"]
     loader = C.ClutteredLoader(digits, labels, 100, 32)
     first = torch.cat([x for x, _ in loader])
     again = torch.cat([x for x, _ in loader])
@@ -156,13 +158,13 @@ def test_loader_draws_fresh_canvases_each_epoch_and_is_seeded():
 
 
 def test_loader_augments_the_digit_pool_before_drawing_canvases():
-    digits, labels = D.load_digits()["train"]
+    digits, labels = load_digits()["train"]
     # An augment that erases every digit leaves nothing on the canvas: proof it acts on the pool (digit and clutter).
     erased = C.ClutteredLoader(digits, labels, 64, 64, augment=lambda d, g: torch.zeros_like(d))
     images, _ = next(iter(erased))
-    assert torch.allclose(images, torch.full_like(images, -C.CLUTTERED_MEAN[0] / C.CLUTTERED_STD[0]))
+    assert torch.allclose(images, torch.full_like(images, -CLUTTERED_MEAN[0] / CLUTTERED_STD[0]))
     # The real one (a shift of up to one pixel) is seeded like the rest: same (seed, epoch), same canvases.
-    shifted = [C.ClutteredLoader(digits, labels, 64, 64, augment=D.digits_augment) for _ in range(2)]
+    shifted = [C.ClutteredLoader(digits, labels, 64, 64, augment=digits_augment) for _ in range(2)]
     plain = next(iter(C.ClutteredLoader(digits, labels, 64, 64)))[0]
     a, b = (next(iter(loader))[0] for loader in shifted)
     assert torch.equal(a, b) and not torch.equal(a, plain)
@@ -171,10 +173,9 @@ def test_loader_augments_the_digit_pool_before_drawing_canvases():
 def test_cluttered_preset_accepts_only_its_own_augmentations():
     from dataclasses import replace
 
-    from vitedu import train as T
 
-    config = T.PRESETS["cluttered_digits"]
-    for name, augment in [("digits", D.digits_augment), ("digits_warp", D.digits_warp), ("none", None)]:
+    config = PRESETS["cluttered_digits"]
+    for name, augment in [("digits", digits_augment), ("digits_warp", digits_warp), ("none", None)]:
         loaders = C.cluttered_loaders(replace(config, augment=name), torch.device("cpu"))
         assert loaders["train"].augment is augment
     with pytest.raises(ValueError, match="augment 'none', 'digits' or 'digits_warp'"):
@@ -184,22 +185,21 @@ def test_cluttered_preset_accepts_only_its_own_augmentations():
 def test_cluttered_train_fraction_keeps_a_stratified_share_of_the_training_digits():
     from dataclasses import replace
 
-    from vitedu import train as T
 
-    config = replace(T.PRESETS["cluttered_digits"], train_fraction=0.1)
+    config = replace(PRESETS["cluttered_digits"], train_fraction=0.1)
     pool = C.cluttered_loaders(config, torch.device("cpu"))["train"]
-    full = D.load_digits()["train"]
+    full = load_digits()["train"]
     assert len(pool.labels) == pytest.approx(0.1 * len(full[1]), abs=10)
     assert torch.bincount(pool.labels, minlength=10).min() >= 11  # every class, about a tenth of each
     every = {tuple(d.flatten().tolist()) for d in full[0]}
-    assert all(tuple((d * D.DIGITS_MAX).round().long().flatten().tolist()) in every for d in pool.digits)
+    assert all(tuple((d * DIGITS_MAX).round().long().flatten().tolist()) in every for d in pool.digits)
     with pytest.raises(ValueError, match="train_fraction must be in"):
         C.cluttered_loaders(replace(config, train_fraction=0.0), torch.device("cpu"))
 
 
 def test_grid_epochs_put_the_digit_on_the_patch_grid_first_then_anywhere():
     """The curriculum: epochs before grid_epochs draw exactly the on-grid canvases, later ones the loader's own."""
-    digits, labels = D.load_digits()["train"]
+    digits, labels = load_digits()["train"]
 
     def batches(epoch: int, **kwargs) -> torch.Tensor:
         loader = C.ClutteredLoader(digits, labels, 64, 64, seed=3, **kwargs)
@@ -240,7 +240,7 @@ def test_a_window_holds_the_digit_at_a_random_place_and_refuses_to_cut_it():
 
 
 def test_window_epochs_add_the_window_and_leave_the_canvases_as_they_were():
-    digits, labels = D.load_digits()["train"]
+    digits, labels = load_digits()["train"]
 
     def epoch(e: int, **kwargs) -> list:
         loader = C.ClutteredLoader(digits, labels, 64, 32, seed=3, position_step=1, **kwargs)
@@ -258,7 +258,7 @@ def test_window_epochs_add_the_window_and_leave_the_canvases_as_they_were():
 def test_processes_share_every_batch_without_overlap():
     """Under torchrun every process draws the same canvases and keeps every world_size-th of each batch, windows
     included: together the shares are the one-process batches, canvas for canvas."""
-    digits, labels = D.load_digits()["train"]
+    digits, labels = load_digits()["train"]
 
     def epoch(**kwargs) -> list:
         loader = C.ClutteredLoader(digits, labels, 70, 32, seed=3, position_step=1, window=4, window_epochs=1,
@@ -339,11 +339,11 @@ def test_load_cluttered_digits_defaults_to_the_training_split():
 
 
 def test_loader_passes_canvas_options_on():
-    digits, labels = D.load_digits()["train"]
+    digits, labels = load_digits()["train"]
     loader = C.ClutteredLoader(digits, labels, 10, 10, canvas_size=16, num_fragments=0)
     images, _ = next(iter(loader))
     assert images.shape == (10, 1, 16, 16)
-    ink = (images * C.CLUTTERED_STD[0] + C.CLUTTERED_MEAN[0]) > 1e-6
+    ink = (images * CLUTTERED_STD[0] + CLUTTERED_MEAN[0]) > 1e-6
     assert ink.float().mean() < 0.25  # no clutter: at most the 8x8 digit on 16x16
 
 
@@ -375,7 +375,6 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, m
 
     import vitedu
     from vitedu import create_model
-    from vitedu import train as T
 
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "sweep_cluttered.py"
     spec = importlib.util.spec_from_file_location("sweep_cluttered", path)
@@ -384,10 +383,10 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, m
     monkeypatch.setattr(sweep, "VAL_MORE", 500)  # the scores' canvases: fewer here (one batch), the same code
     monkeypatch.setattr(sweep, "OFFSET_IMAGES", 50)  # 16 offsets: 800 canvases a model (was 200 each)
     monkeypatch.setitem(C.CLUTTERED_SIZES, "train", 1_000)  # the tiny run's canvases an epoch
-    preset = T.PRESETS["cluttered_digits_grid"]  # the preset the sweep ran against
+    preset = PRESETS["cluttered_digits_grid"]  # the preset the sweep ran against
     # the shipped recipe is the variant chosen on validation, with seed 7, which no choice used
     chosen = sweep.variant_config(sweep.VARIANTS["anywhere_b256_e300_grid60_warp"], seed=7)
-    assert chosen == T.PRESETS["cluttered_digits"]
+    assert chosen == PRESETS["cluttered_digits"]
     built = set()  # 41 variants, 9 different models: each is built once (a build depends on nothing else)
     for name, overrides in sweep.VARIANTS.items():
         config = sweep.variant_config(overrides)
@@ -413,7 +412,7 @@ def test_recipe_sweep_variants_are_valid_recipes_and_never_read_test(tmp_path, m
     base = sweep.shipped("cpu")  # the baseline row: the shipped model, scored the same way, its val as recorded
     assert base["val_acc"] == float(vitedu.shipped.shipped_metadata("vit_cluttered_digits")["val_acc"])
     assert base["model_kwargs"] == preset.model_kwargs  # the shipped file was trained with the preset's model
-    assert base["seed"] == T.PRESETS["cluttered_digits"].seed == 7
+    assert base["seed"] == PRESETS["cluttered_digits"].seed == 7
     assert len(base["distance_per_block"]) == 4 and 0.9 < base["val10k_acc"] < 1
 
 

@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from vitedu import cluttered, constants
-
 
 def test_the_registry_loads_no_data_loader():
     code = ("import sys, vitedu.models; print(' '.join(sorted(m for m in sys.modules if m.startswith('vitedu'))))")
@@ -17,7 +15,3 @@ def test_the_registry_loads_no_data_loader():
     data_rooms = {f"vitedu.{m}" for m in ("augment", "cifar", "cluttered", "data", "digits", "imagefolder", "loaders")}
     assert not data_rooms & set(loaded)
 
-
-def test_the_cluttered_statistics_are_the_loaders_own():
-    """vitedu.cluttered states them too (its owner's file); both must say the same."""
-    assert (cluttered.CLUTTERED_MEAN, cluttered.CLUTTERED_STD) == (constants.CLUTTERED_MEAN, constants.CLUTTERED_STD)

@@ -16,23 +16,44 @@ import torch
 from tools_loader import load_tool
 
 from vitedu import cifar
-from vitedu import data as D
+from vitedu.augment import (
+    AUGMENTATIONS,
+    cifar_augment,
+    cifar_augment_strong,
+    digits_augment,
+    digits_warp,
+    rand_augment_light,
+    random_affine,
+    random_crop,
+    random_hflip,
+)
+from vitedu.cifar import CIFAR10_ARCHIVE, CIFAR10_DIR, CIFAR10_FILES, load_cifar10
+from vitedu.constants import CIFAR10_CLASSES, CIFAR10_MEAN, CIFAR10_STD, DIGITS_MEAN, DIGITS_STD
+from vitedu.digits import (
+    DIGITS_MAX,
+    DIGITS_SPLIT_SIZES,
+    digits_arrays,
+    load_digits,
+    stratified_split,
+    stratified_subset,
+)
+from vitedu.loaders import DatasetError, TensorLoader, denormalize
 
 
 # ---------------------------------------------------------------------------------------------- digits
 def test_digits_asset_matches_scikit_learn():
     sklearn_datasets = pytest.importorskip("sklearn.datasets")
     ref = sklearn_datasets.load_digits()
-    images, labels = D.digits_arrays()
+    images, labels = digits_arrays()
     assert images.dtype == np.uint8 and images.shape == (1797, 8, 8)
     np.testing.assert_array_equal(images, ref.images)
     np.testing.assert_array_equal(labels, ref.target)
 
 
 def test_digits_split_sizes_disjoint_and_complete():
-    splits = D.load_digits()
-    assert {k: len(v[1]) for k, v in splits.items()} == D.DIGITS_SPLIT_SIZES
-    images, labels = D.digits_arrays()
+    splits = load_digits()
+    assert {k: len(v[1]) for k, v in splits.items()} == DIGITS_SPLIT_SIZES
+    images, labels = digits_arrays()
     # Every image lands in exactly one split: compare the multiset of (image, label) rows.
     rows = sorted(x.numpy().tobytes() + bytes([int(y)]) for s in splits.values() for x, y in zip(*s))
     assert rows == sorted(x.tobytes() + bytes([int(y)]) for x, y in zip(images, labels))
@@ -40,43 +61,43 @@ def test_digits_split_sizes_disjoint_and_complete():
 
 
 def test_digits_split_is_stratified_and_deterministic():
-    splits = D.load_digits()
-    full = np.bincount(D.digits_arrays()[1]) / 1797
+    splits = load_digits()
+    full = np.bincount(digits_arrays()[1]) / 1797
     for name, (_, labels) in splits.items():
         share = np.bincount(labels.numpy(), minlength=10) / len(labels)
         assert np.abs(share - full).max() < 0.01, name  # each class keeps its share (+-1 example)
-    again = D.load_digits()
+    again = load_digits()
     assert all(torch.equal(splits[k][0], again[k][0]) for k in splits)
-    other = D.load_digits(seed=1)
+    other = load_digits(seed=1)
     assert not torch.equal(splits["test"][0], other["test"][0])  # the seed does choose the split
 
 
 def test_digits_normalisation_constants():
-    x = D.load_digits()["train"][0].float() / D.DIGITS_MAX
-    assert abs(x.mean().item() - D.DIGITS_MEAN[0]) < 1e-3 and abs(x.std().item() - D.DIGITS_STD[0]) < 1e-3
+    x = load_digits()["train"][0].float() / DIGITS_MAX
+    assert abs(x.mean().item() - DIGITS_MEAN[0]) < 1e-3 and abs(x.std().item() - DIGITS_STD[0]) < 1e-3
 
 
 def test_stratified_split_rejects_bad_fractions():
     with pytest.raises(ValueError, match="sum to 1"):
-        D.stratified_split(np.zeros(10), {"a": 0.5, "b": 0.6})
+        stratified_split(np.zeros(10), {"a": 0.5, "b": 0.6})
 
 
 def test_train_subset_is_drawn_with_the_run_seed_and_fraction_in_range():
-    train = D.load_digits()["train"]
-    subset = {seed: D.stratified_subset(train, 0.5, seed)[1] for seed in (0, 1)}
-    again = D.stratified_subset(train, 0.5, 0)[1]
+    train = load_digits()["train"]
+    subset = {seed: stratified_subset(train, 0.5, seed)[1] for seed in (0, 1)}
+    again = stratified_subset(train, 0.5, 0)[1]
     assert torch.equal(subset[0], again) and not torch.equal(subset[0], subset[1])
-    assert D.stratified_subset(train, 1.0, 0)[0] is train[0]  # everything, not a copy
+    assert stratified_subset(train, 1.0, 0)[0] is train[0]  # everything, not a copy
     for bad in (1.5, -0.1):
         with pytest.raises(ValueError, match="train_fraction"):
-            D.stratified_subset(train, bad, 0)
+            stratified_subset(train, bad, 0)
 
 
 # ------------------------------------------------------------------------------------------ augmentation
 def test_random_crop_is_a_shift_with_zero_fill():
     g = torch.Generator().manual_seed(0)
     images = torch.rand(32, 3, 8, 8) + 0.1  # no zeros inside, so the fill is visible
-    out = D.random_crop(images, 1, g)
+    out = random_crop(images, 1, g)
     assert out.shape == images.shape
     for x, y in zip(images, out):
         # Find the shift by brute force: exactly one (dy, dx) in [-1, 1]^2 must explain the output.
@@ -89,7 +110,7 @@ def test_random_crop_is_a_shift_with_zero_fill():
 def test_hflip_flips_about_half():
     g = torch.Generator().manual_seed(0)
     images = torch.rand(400, 1, 4, 4)
-    out = D.random_hflip(images, g)
+    out = random_hflip(images, g)
     flipped = torch.tensor([torch.equal(o, x.flip(-1)) for o, x in zip(out, images)])
     kept = torch.tensor([torch.equal(o, x) for o, x in zip(out, images)])
     assert bool((flipped | kept).all()) and 150 < int(flipped.sum()) < 250
@@ -98,15 +119,15 @@ def test_hflip_flips_about_half():
 def test_rand_augment_light_keeps_range_and_shape():
     g = torch.Generator().manual_seed(0)
     images = torch.rand(16, 3, 32, 32)
-    out = D.cifar_augment_strong(images, g)
+    out = cifar_augment_strong(images, g)
     assert out.shape == images.shape and out.min() >= 0 and out.max() <= 1
     assert not torch.allclose(out, images)
 
 
 def test_tensor_loader_batches_are_normalised_and_reproducible():
-    images, labels = D.load_digits()["train"]
-    loader = D.TensorLoader(images, labels, 100, D.DIGITS_MEAN, D.DIGITS_STD, max_value=16, shuffle=True,
-                            augment=D.digits_augment, seed=3)
+    images, labels = load_digits()["train"]
+    loader = TensorLoader(images, labels, 100, DIGITS_MEAN, DIGITS_STD, max_value=16, shuffle=True,
+                            augment=digits_augment, seed=3)
     assert len(loader) == 13
     loader.set_epoch(2)
     first = [x for x, _ in loader]
@@ -115,7 +136,7 @@ def test_tensor_loader_batches_are_normalised_and_reproducible():
     loader.set_epoch(3)
     other = next(iter(loader))[0]
     assert all(torch.equal(a, b) for a, b in zip(first, again)) and not torch.equal(first[0], other)
-    plain = D.TensorLoader(images, labels, 2000, D.DIGITS_MEAN, D.DIGITS_STD, max_value=16)
+    plain = TensorLoader(images, labels, 2000, DIGITS_MEAN, DIGITS_STD, max_value=16)
     x, y = next(iter(plain))
     assert abs(x.mean().item()) < 1e-3 and abs(x.std().item() - 1) < 1e-3 and torch.equal(y, labels)
 
@@ -126,16 +147,16 @@ def _fake_cifar_archive(path: Path, per_batch: int = 20) -> dict[str, np.ndarray
     rng = np.random.default_rng(0)
     batches = {}
     with tarfile.open(path, "w:gz") as tar:
-        for name in D.CIFAR10_FILES:
+        for name in CIFAR10_FILES:
             n = 0 if name == "batches.meta" else per_batch
             content = {"batch_label": name, "labels": (np.arange(n) % 10).tolist(),
                        "data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
                        "filenames": [f"{i}.png" for i in range(n)]}
             if name == "batches.meta":
-                content = {"label_names": list(D.CIFAR10_CLASSES), "num_cases_per_batch": per_batch}
+                content = {"label_names": list(CIFAR10_CLASSES), "num_cases_per_batch": per_batch}
             batches[name] = content.get("data")
             raw = pickle.dumps(content, protocol=2)
-            info = tarfile.TarInfo(f"{D.CIFAR10_DIR}/{name}")
+            info = tarfile.TarInfo(f"{CIFAR10_DIR}/{name}")
             info.size = len(raw)
             tar.addfile(info, io.BytesIO(raw))
     return batches
@@ -149,15 +170,15 @@ def test_cifar_loads_from_verified_archive(tmp_path):
     archive = tmp_path / "src.tar.gz"
     batches = _fake_cifar_archive(archive)
     root = tmp_path / "root"
-    splits = D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=20)
+    splits = load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=20)
     assert {k: len(v[1]) for k, v in splits.items()} == {"train": 80, "val": 20, "test": 20}
     x, y = splits["test"]
     assert x.shape == (20, 3, 32, 32) and x.dtype == torch.uint8 and y.tolist() == [i % 10 for i in range(20)]
     # Rows are R, G, B planes of 32x32, row-major: pixel (c, h, w) is element c*1024 + h*32 + w.
     assert int(x[3, 2, 5, 7]) == int(batches["test_batch"][3, 2 * 1024 + 5 * 32 + 7])
-    assert sorted(p.name for p in root.iterdir()) == [D.CIFAR10_DIR]  # download deleted, no temp left
+    assert sorted(p.name for p in root.iterdir()) == [CIFAR10_DIR]  # download deleted, no temp left
     # Second call: straight from the cache (a wrong URL proves nothing is downloaded).
-    again = D.load_cifar10(root, url="file:///nonexistent", md5="0" * 32, val_size=20)
+    again = load_cifar10(root, url="file:///nonexistent", md5="0" * 32, val_size=20)
     assert torch.equal(again["train"][0], splits["train"][0])
 
 
@@ -165,8 +186,8 @@ def test_cifar_wrong_md5_leaves_nothing(tmp_path):
     archive = tmp_path / "src.tar.gz"
     _fake_cifar_archive(archive)
     root = tmp_path / "root"
-    with pytest.raises(D.DatasetError, match="MD5 mismatch.*nothing was unpacked"):
-        D.load_cifar10(root, url=archive.as_uri(), md5="0" * 32)
+    with pytest.raises(DatasetError, match="MD5 mismatch.*nothing was unpacked"):
+        load_cifar10(root, url=archive.as_uri(), md5="0" * 32)
     assert list(root.iterdir()) == []
 
 
@@ -175,26 +196,26 @@ def test_cifar_truncated_archive_is_a_clear_error(tmp_path):
     _fake_cifar_archive(archive, per_batch=200)
     archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])  # as if the download stopped
     root = tmp_path / "root"
-    with pytest.raises(D.DatasetError, match="damaged or truncated"):
-        D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive))  # MD5 of the broken file itself
+    with pytest.raises(DatasetError, match="damaged or truncated"):
+        load_cifar10(root, url=archive.as_uri(), md5=_md5(archive))  # MD5 of the broken file itself
     assert list(root.iterdir()) == []
-    with pytest.raises(D.DatasetError, match="MD5 mismatch"):  # with the real MD5, caught even earlier
-        D.load_cifar10(root, url=archive.as_uri())
+    with pytest.raises(DatasetError, match="MD5 mismatch"):  # with the real MD5, caught even earlier
+        load_cifar10(root, url=archive.as_uri())
     assert list(root.iterdir()) == []
 
 
 def test_cifar_user_archive_with_wrong_md5_is_kept_but_not_unpacked(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
-    _fake_cifar_archive(root / D.CIFAR10_ARCHIVE)
-    with pytest.raises(D.DatasetError, match="delete it"):
-        D.load_cifar10(root, md5="0" * 32)
-    assert [p.name for p in root.iterdir()] == [D.CIFAR10_ARCHIVE]
+    _fake_cifar_archive(root / CIFAR10_ARCHIVE)
+    with pytest.raises(DatasetError, match="delete it"):
+        load_cifar10(root, md5="0" * 32)
+    assert [p.name for p in root.iterdir()] == [CIFAR10_ARCHIVE]
 
 
 def test_cifar_offline_download_explains(tmp_path):
-    with pytest.raises(D.DatasetError, match="needs the internet"):
-        D.load_cifar10(tmp_path, url=(tmp_path / "missing.tar.gz").as_uri())
+    with pytest.raises(DatasetError, match="needs the internet"):
+        load_cifar10(tmp_path, url=(tmp_path / "missing.tar.gz").as_uri())
     assert list(tmp_path.iterdir()) == []
 
 
@@ -205,11 +226,11 @@ def test_cifar_unpickler_refuses_code(tmp_path):
 
     path = tmp_path / "data_batch_1"
     path.write_bytes(pickle.dumps({"data": Evil(), "labels": []}))
-    with pytest.raises(D.DatasetError, match="refusing to load"):
+    with pytest.raises(DatasetError, match="refusing to load"):
         cifar._read_cifar_batch(path)
 
 
-# ------------------------------------------------------------------------ behaviours (issue 16, mutants)
+# ------------------------------------------------------------------------ behaviours (found by mutants)
 def _shift_of(x: torch.Tensor, y: torch.Tensor, padding: int) -> list[tuple[int, int]]:
     """Every (dy, dx) in [-padding, padding]^2 for which y is x shifted that far, with zeros coming in."""
     size = x.shape[-1]
@@ -221,7 +242,7 @@ def _shift_of(x: torch.Tensor, y: torch.Tensor, padding: int) -> list[tuple[int,
 def test_random_crop_draws_every_shift_within_padding():
     g = torch.Generator().manual_seed(0)
     images = torch.rand(300, 2, 6, 6) + 0.1
-    out = D.random_crop(images, 2, g)
+    out = random_crop(images, 2, g)
     shifts = [_shift_of(x, y, 2) for x, y in zip(images, out)]
     assert all(len(s) == 1 for s in shifts)
     assert {s[0] for s in shifts} == {(dy, dx) for dy in range(-2, 3) for dx in range(-2, 3)}  # all 25 occur
@@ -229,7 +250,7 @@ def test_random_crop_draws_every_shift_within_padding():
 
 @pytest.mark.parametrize("name", ["digits", "digits_warp", "cifar", "cifar_strong"])
 def test_augmentations_depend_only_on_their_generator(name):
-    augment = D.AUGMENTATIONS[name]
+    augment = AUGMENTATIONS[name]
     images = torch.rand(64, 3 if not name.startswith("digits") else 1, 12, 12)
     torch.manual_seed(1)
     a = augment(images, torch.Generator().manual_seed(5))
@@ -242,8 +263,8 @@ def test_augmentations_depend_only_on_their_generator(name):
 
 def test_digits_warp_reshapes_digits_without_moving_them():
     # For cluttered digits: new handwriting, but the ink stays where it was (a shift would cross the patch grid).
-    digits = D.load_digits()["train"][0][:500].float() / D.DIGITS_MAX  # (500, 1, 8, 8)
-    warped = D.digits_warp(digits, torch.Generator().manual_seed(0))
+    digits = load_digits()["train"][0][:500].float() / DIGITS_MAX  # (500, 1, 8, 8)
+    warped = digits_warp(digits, torch.Generator().manual_seed(0))
     assert warped.shape == digits.shape and warped.min() >= 0 and warped.max() <= 1
 
     def centre(x):  # (N, 1, 8, 8) -> (N, 2) centre of the ink, in pixels
@@ -257,13 +278,13 @@ def test_digits_warp_reshapes_digits_without_moving_them():
     assert (changed > 0.1).float().mean() > 0.95  # and nearly every digit's strokes change visibly
     assert torch.allclose(warped.sum(dim=(1, 2, 3)), digits.sum(dim=(1, 2, 3)), rtol=0.25)  # as much ink
     # The amounts its docstring states: rotation, zoom and shear of up to 10 degrees, 10 %, 10 degrees, no shift.
-    documented = D.random_affine(digits, torch.Generator().manual_seed(0), degrees=10, scale=0.1, shear=10)
+    documented = random_affine(digits, torch.Generator().manual_seed(0), degrees=10, scale=0.1, shear=10)
     assert torch.equal(warped, documented)
 
 
 def test_random_hflip_and_affine_depend_only_on_their_generator():
     images = torch.rand(64, 3, 12, 12)
-    for fn in (D.random_hflip, lambda x, g: D.random_affine(x, g, degrees=20, scale=0.2, translate=0.1, shear=5)):
+    for fn in (random_hflip, lambda x, g: random_affine(x, g, degrees=20, scale=0.2, translate=0.1, shear=5)):
         torch.manual_seed(1)
         a = fn(images, torch.Generator().manual_seed(5))
         torch.manual_seed(2)
@@ -273,7 +294,7 @@ def test_random_hflip_and_affine_depend_only_on_their_generator():
 def test_cifar_augment_is_crop_by_four_then_flip():
     g = torch.Generator().manual_seed(0)
     images = torch.rand(200, 3, 12, 12) + 0.1
-    out = D.cifar_augment(images, g)
+    out = cifar_augment(images, g)
     shifts = set()
     for x, y in zip(images, out):
         found = _shift_of(x, y, 4) + [(dy, -dx) for dy, dx in _shift_of(x.flip(-1), y, 4)]
@@ -285,8 +306,8 @@ def test_cifar_augment_is_crop_by_four_then_flip():
 def test_random_affine_defaults_and_zero_strength_are_the_identity():
     g = torch.Generator().manual_seed(0)
     images = torch.rand(8, 3, 10, 10)
-    torch.testing.assert_close(D.random_affine(images, g), images, atol=1e-5, rtol=0)
-    torch.testing.assert_close(D.random_affine(images, g, 0.0, 0.0, 0.0, 0.0), images, atol=1e-5, rtol=0)
+    torch.testing.assert_close(random_affine(images, g), images, atol=1e-5, rtol=0)
+    torch.testing.assert_close(random_affine(images, g, 0.0, 0.0, 0.0, 0.0), images, atol=1e-5, rtol=0)
 
 
 def _centroid(images: torch.Tensor) -> torch.Tensor:
@@ -307,7 +328,7 @@ def test_random_affine_translate_is_a_fraction_of_the_size_both_ways():
     g = torch.Generator().manual_seed(0)
     size, translate = 40, 0.2
     images = _blob(400, size, size // 2, size // 2)
-    shift = _centroid(D.random_affine(images, g, translate=translate)) - _centroid(images)
+    shift = _centroid(random_affine(images, g, translate=translate)) - _centroid(images)
     limit = translate * size
     assert shift.abs().max() <= limit + 0.5  # at most +-translate of the size
     for axis in (0, 1):  # each axis reaches both ends of the range, independently of the other
@@ -318,7 +339,7 @@ def test_random_affine_translate_is_a_fraction_of_the_size_both_ways():
 def test_random_affine_rotation_keeps_the_radius_and_turns_both_ways():
     g = torch.Generator().manual_seed(0)
     images = _blob(400, 41, 30, 20)  # 10 pixels right of the centre
-    before, after = _centroid(images), _centroid(D.random_affine(images, g, degrees=40))
+    before, after = _centroid(images), _centroid(random_affine(images, g, degrees=40))
     radius = after.norm(dim=1) / before.norm(dim=1)
     assert (radius - 1).abs().max() < 0.05
     angle = torch.rad2deg(torch.atan2(after[:, 1], after[:, 0]) - torch.atan2(before[:, 1], before[:, 0]))
@@ -328,7 +349,7 @@ def test_random_affine_rotation_keeps_the_radius_and_turns_both_ways():
 def test_random_affine_zoom_scales_the_radius_within_one_plus_minus_scale():
     g = torch.Generator().manual_seed(0)
     images = _blob(400, 41, 30, 20)
-    before, after = _centroid(images), _centroid(D.random_affine(images, g, scale=0.3))
+    before, after = _centroid(images), _centroid(random_affine(images, g, scale=0.3))
     ratio = after.norm(dim=1) / before.norm(dim=1)
     assert ratio.min() > 0.7 - 0.03 and ratio.max() < 1.3 + 0.03
     assert ratio.min() < 0.75 and ratio.max() > 1.25
@@ -342,7 +363,7 @@ def test_rand_augment_light_at_zero_magnitude_only_autocontrasts():
     g = torch.Generator().manual_seed(0)
     images = torch.rand(240, 3, 9, 9) * 0.5 + 0.2
     images[:, 0, 0, 0] = 0.99  # a pixel near white; solarize at magnitude 0 must not touch it
-    out = D.rand_augment_light(images, g, magnitude=0.0)
+    out = rand_augment_light(images, g, magnitude=0.0)
     lo, hi = images.amin(dim=(1, 2, 3), keepdim=True), images.amax(dim=(1, 2, 3), keepdim=True)
     kept = ((out - images).abs().amax(dim=(1, 2, 3)) < 1e-5)
     stretched = ((out - (images - lo) / (hi - lo)).abs().amax(dim=(1, 2, 3)) < 1e-5)
@@ -352,21 +373,21 @@ def test_rand_augment_light_at_zero_magnitude_only_autocontrasts():
 
 def test_rand_augment_light_keeps_dtype_range_and_is_seeded():
     images = torch.rand(32, 3, 16, 16)
-    a = D.rand_augment_light(images, torch.Generator().manual_seed(1), magnitude=1.0)
-    b = D.rand_augment_light(images, torch.Generator().manual_seed(1), magnitude=1.0)
+    a = rand_augment_light(images, torch.Generator().manual_seed(1), magnitude=1.0)
+    b = rand_augment_light(images, torch.Generator().manual_seed(1), magnitude=1.0)
     assert torch.equal(a, b) and a.dtype == images.dtype and a.shape == images.shape
     assert a.min() >= 0 and a.max() <= 1 and a.max() > 0.9
 
 
 def test_denormalize_inverts_the_loaders_normalisation():
     images = torch.randint(0, 256, (6, 3, 5, 5), dtype=torch.uint8)
-    loader = D.TensorLoader(images, torch.zeros(6, dtype=torch.long), 6, D.CIFAR10_MEAN, D.CIFAR10_STD)
+    loader = TensorLoader(images, torch.zeros(6, dtype=torch.long), 6, CIFAR10_MEAN, CIFAR10_STD)
     x, _ = next(iter(loader))
-    torch.testing.assert_close(D.denormalize(x, D.CIFAR10_MEAN, D.CIFAR10_STD), images.float() / 255)
+    torch.testing.assert_close(denormalize(x, CIFAR10_MEAN, CIFAR10_STD), images.float() / 255)
 
 
 def test_denormalize_clamps_to_the_unit_range():
-    out = D.denormalize(torch.tensor([-10.0, 0.0, 10.0]).view(1, 3, 1, 1), (0.5, 0.5, 0.5), (0.2, 0.2, 0.2))
+    out = denormalize(torch.tensor([-10.0, 0.0, 10.0]).view(1, 3, 1, 1), (0.5, 0.5, 0.5), (0.2, 0.2, 0.2))
     assert out.flatten().tolist() == pytest.approx([0.0, 0.5, 1.0])
 
 
@@ -375,7 +396,7 @@ def test_cifar_labels_are_int64_and_val_size_zero_keeps_all_for_training(tmp_pat
     archive = tmp_path / "src.tar.gz"
     _fake_cifar_archive(archive)
     root = tmp_path / "deep" / "er" / "root"  # parents are made as needed
-    splits = D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=0)
+    splits = load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=0)
     assert sorted(splits) == ["test", "train"] and len(splits["train"][1]) == 100
     assert splits["train"][1].dtype == torch.int64 and splits["test"][1].dtype == torch.int64
 
@@ -388,15 +409,15 @@ def test_cifar_extracts_only_the_known_files(tmp_path):
     with tarfile.open(archive, "w:gz") as tar:
         for info, raw in members:
             tar.addfile(info, io.BytesIO(raw))
-        extra = tarfile.TarInfo(f"{D.CIFAR10_DIR}/readme.html")
+        extra = tarfile.TarInfo(f"{CIFAR10_DIR}/readme.html")
         extra.size = 3
         tar.addfile(extra, io.BytesIO(b"hi!"))
-        link = tarfile.TarInfo(f"{D.CIFAR10_DIR}/data_batch_9")
+        link = tarfile.TarInfo(f"{CIFAR10_DIR}/data_batch_9")
         link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
         tar.addfile(link)
     root = tmp_path / "root"
-    D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=0)
-    assert sorted(p.name for p in (root / D.CIFAR10_DIR).iterdir()) == sorted(D.CIFAR10_FILES)
+    load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=0)
+    assert sorted(p.name for p in (root / CIFAR10_DIR).iterdir()) == sorted(CIFAR10_FILES)
 
 
 def test_cifar_archive_missing_a_batch_is_refused(tmp_path):
@@ -408,8 +429,8 @@ def test_cifar_archive_missing_a_batch_is_refused(tmp_path):
         for info, raw in members:
             tar.addfile(info, io.BytesIO(raw))
     root = tmp_path / "root"
-    with pytest.raises(D.DatasetError, match="not the CIFAR-10 python archive"):
-        D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive))
+    with pytest.raises(DatasetError, match="not the CIFAR-10 python archive"):
+        load_cifar10(root, url=archive.as_uri(), md5=_md5(archive))
     assert list(root.iterdir()) == []
 
 
@@ -425,7 +446,7 @@ def test_cifar_archive_missing_a_batch_is_refused(tmp_path):
 def test_cifar_batch_with_the_wrong_layout_is_a_clear_error(tmp_path, batch):
     path = tmp_path / "data_batch_1"
     path.write_bytes(pickle.dumps(batch, protocol=2))
-    with pytest.raises(D.DatasetError, match="CIFAR-10 layout"):
+    with pytest.raises(DatasetError, match="CIFAR-10 layout"):
         cifar._read_cifar_batch(path)
 
 
@@ -436,7 +457,7 @@ def test_rand_augment_light_strength_is_plus_minus_magnitude(magnitude):
     of an odd-sized image): it becomes 0.5 * (1 + m) with m drawn from [-magnitude, magnitude]."""
     g = torch.Generator().manual_seed(0)
     images = torch.full((600, 3, 33, 33), 0.5)
-    out = D.rand_augment_light(images, g) if magnitude is None else D.rand_augment_light(images, g, magnitude)
+    out = rand_augment_light(images, g) if magnitude is None else rand_augment_light(images, g, magnitude)
     mag = 0.3 if magnitude is None else magnitude  # the documented default
     centre = out[:, :, 16, 16]
     assert torch.equal(centre, centre[:, :1].expand_as(centre))  # the same op on every channel
@@ -450,31 +471,31 @@ def test_rand_augment_light_strength_is_plus_minus_magnitude(magnitude):
 def test_cifar_md5_message_says_what_happened_to_the_file(tmp_path):
     archive = tmp_path / "src.tar.gz"
     _fake_cifar_archive(archive)
-    with pytest.raises(D.DatasetError, match="the download has MD5 .*it was deleted; run again"):
-        D.load_cifar10(tmp_path / "a", url=archive.as_uri(), md5="0" * 32)
+    with pytest.raises(DatasetError, match="the download has MD5 .*it was deleted; run again"):
+        load_cifar10(tmp_path / "a", url=archive.as_uri(), md5="0" * 32)
     root = tmp_path / "b"
     root.mkdir()
-    _fake_cifar_archive(root / D.CIFAR10_ARCHIVE)
-    with pytest.raises(D.DatasetError, match=f"{D.CIFAR10_ARCHIVE} has MD5 .*delete it and run again"):
-        D.load_cifar10(root, md5="0" * 32)
+    _fake_cifar_archive(root / CIFAR10_ARCHIVE)
+    with pytest.raises(DatasetError, match=f"{CIFAR10_ARCHIVE} has MD5 .*delete it and run again"):
+        load_cifar10(root, md5="0" * 32)
 
 
 def test_cifar_seed_chooses_the_validation_split_and_a_damaged_cache_is_refused(tmp_path):
     archive = tmp_path / "src.tar.gz"
     _fake_cifar_archive(archive)
     root = tmp_path / "root"
-    a = D.load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=20, seed=0)
-    b = D.load_cifar10(root, val_size=20, seed=1)
+    a = load_cifar10(root, url=archive.as_uri(), md5=_md5(archive), val_size=20, seed=0)
+    b = load_cifar10(root, val_size=20, seed=1)
     assert not torch.equal(a["val"][0], b["val"][0])
-    (root / D.CIFAR10_DIR / "data_batch_3").unlink()
-    with pytest.raises(D.DatasetError, match="lacks"):
-        D.load_cifar10(root, download=False)
+    (root / CIFAR10_DIR / "data_batch_3").unlink()
+    with pytest.raises(DatasetError, match="lacks"):
+        load_cifar10(root, download=False)
 
 
 # ------------------------------------------------------------------------------ TensorLoader, several processes
-def _loader(n: int, batch_size: int, **kwargs) -> D.TensorLoader:
+def _loader(n: int, batch_size: int, **kwargs) -> TensorLoader:
     images = torch.arange(n, dtype=torch.uint8).view(n, 1, 1, 1)
-    return D.TensorLoader(images, torch.arange(n), batch_size, (0.0,), (1.0,), max_value=1.0, **kwargs)
+    return TensorLoader(images, torch.arange(n), batch_size, (0.0,), (1.0,), max_value=1.0, **kwargs)
 
 
 @pytest.mark.parametrize("n, batch_size, world_size, steps", [(10, 4, 2, 3), (9, 4, 2, 2), (13, 4, 3, 3),
@@ -516,18 +537,18 @@ def test_tensor_loader_rejects_what_it_cannot_share():
         _loader(2, 8, world_size=3)
     _loader(3, 3, world_size=3, rank=2)  # exactly one image each is enough
     with pytest.raises(ValueError, match="expected images"):
-        D.TensorLoader(torch.zeros(4, 1, 2, 2), torch.zeros(3), 2, (0.0,), (1.0,))
+        TensorLoader(torch.zeros(4, 1, 2, 2), torch.zeros(3), 2, (0.0,), (1.0,))
     with pytest.raises(ValueError, match="expected images"):
-        D.TensorLoader(torch.zeros(4, 2, 2), torch.zeros(4), 2, (0.0,), (1.0,))
+        TensorLoader(torch.zeros(4, 2, 2), torch.zeros(4), 2, (0.0,), (1.0,))
     with pytest.raises(ValueError, match="one value per channel"):
-        D.TensorLoader(torch.zeros(4, 1, 2, 2), torch.zeros(4), 2, (0.0,), (1.0, 1.0))
+        TensorLoader(torch.zeros(4, 1, 2, 2), torch.zeros(4), 2, (0.0,), (1.0, 1.0))
 
 
 def test_make_digits_asset_rebuilds_the_shipped_file(tmp_path):
     pytest.importorskip("sklearn.datasets")
     path = tmp_path / "digits.npz"
     load_tool("make_digits_asset").make_digits_asset(path)
-    images, labels = D.digits_arrays()
+    images, labels = digits_arrays()
     with np.load(path) as rebuilt:
         assert rebuilt["images"].dtype == np.uint8 and rebuilt["labels"].dtype == np.uint8
         np.testing.assert_array_equal(rebuilt["images"], images)

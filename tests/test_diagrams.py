@@ -1,4 +1,4 @@
-"""The book's architecture diagrams (book/diagrams/*.svg, issue 43 item 3) are there, well-formed, accessible,
+"""The book's architecture diagrams (book/diagrams/*.svg) are there, well-formed, accessible,
 self-contained, and what tools/draw_diagrams.py draws.
 
 The chapters insert them as MyST figures (``../book/diagrams/<file>``), so the file names are fixed

@@ -12,6 +12,9 @@ from safetensors.torch import load_file
 
 import vitedu
 from vitedu import train as T
+from vitedu.cnn import ConvTeacher
+from vitedu.config import PRESETS, TrainConfig
+from vitedu.data import make_loaders
 
 ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("digits_preset", ROOT / "benchmarks" / "digits_preset.py")
@@ -33,10 +36,10 @@ def stored():
     def part(prefix):
         return {k.removeprefix(prefix): v.float() for k, v in weights.items() if k.startswith(prefix)}
 
-    config = T.PRESETS["digits"]
+    config = PRESETS["digits"]
     model = vitedu.create_model(config.model, **config.model_kwargs)
     model.load_state_dict(part("model."))
-    teacher = T.ConvTeacher(in_chans=1, num_classes=10)
+    teacher = ConvTeacher(in_chans=1, num_classes=10)
     teacher.load_state_dict(part("teacher."))
     return model.eval(), teacher.eval()
 
@@ -45,10 +48,10 @@ def test_stored_run_is_the_preset(record):
     # If the preset changes, the stored run no longer shows it: re-run the script (and chapter 7).
     # Fields the stored run predates take their defaults (teacher_path: ""); a field whose preset value is not its
     # default, or any stored value that differs, still fails.
-    assert T.TrainConfig(**record["config"]) == T.PRESETS["digits"], (
+    assert TrainConfig(**record["config"]) == PRESETS["digits"], (
         "benchmarks/results/digits_preset.json was trained with another recipe than PRESETS['digits']: "
         "run python benchmarks/digits_preset.py, then re-execute notebooks/07_training.ipynb")
-    epochs = T.PRESETS["digits"].epochs
+    epochs = PRESETS["digits"].epochs
     history = T.History(**record["history"])  # fails on a field History no longer has
     assert history.epoch == list(range(1, epochs + 1))
     assert all(len(getattr(history, name)) == epochs for name in asdict(history))
@@ -58,7 +61,7 @@ def test_stored_run_is_the_preset(record):
 @pytest.mark.parametrize("split", ["val", "test"])
 def test_stored_weights_give_the_recorded_accuracies(record, stored, split):
     model, teacher = stored
-    loader = T.make_loaders(T.PRESETS["digits"], "cpu")[split]
+    loader = make_loaders(PRESETS["digits"], "cpu")[split]
     with torch.no_grad():
         assert T.evaluate(model, loader)[1] == record[f"{split}_acc"]
         assert T.evaluate(teacher, loader)[1] == record[f"teacher_{split}_acc"]
@@ -67,7 +70,7 @@ def test_stored_weights_give_the_recorded_accuracies(record, stored, split):
 def test_rounding_check(stored):
     # The script refuses float16 weights that predict any val or test image differently from float32.
     model, _ = stored
-    loaders = T.make_loaders(T.PRESETS["digits"], "cpu")
+    loaders = make_loaders(PRESETS["digits"], "cpu")
     P.check_rounding("ViT", model, vitedu.create_model("vit_digits_patch4_8"), loaders)  # already float16
     with pytest.raises(SystemExit, match="changes .* predictions"):
         P.check_rounding("ViT", model, _AlwaysZero(vitedu.create_model("vit_digits_patch4_8")), loaders)

@@ -15,9 +15,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vitedu import data as D
 from vitedu import run_files as RF
 from vitedu import train as T
+from vitedu.digits import load_digits
+from vitedu.loaders import TensorLoader
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("ddp_worker.py")
@@ -58,7 +59,7 @@ def weights(path: Path) -> dict[str, torch.Tensor]:
 @pytest.mark.integration  # the two-process run of the ranks fixture takes half a minute
 def test_every_training_image_is_seen_once_per_epoch(ranks):
     _, (r0, r1) = ranks
-    n = len(D.load_digits()["train"][1])
+    n = len(load_digits()["train"][1])
     assert r0["world_size"] == r1["world_size"] == 2 and r0["steps"] == r1["steps"]
     for epoch, (a, b) in enumerate(zip(r0["seen"], r1["seen"])):
         assert not set(a) & set(b), f"epoch {epoch}: an image went to both processes"
@@ -111,13 +112,13 @@ def test_only_rank_0_prints(ranks):
 
 def test_batches_are_shared_without_overlap_and_tails_fold_in():
     images, labels = torch.zeros(11, 1, 2, 2, dtype=torch.uint8), torch.arange(11)
-    loaders = [D.TensorLoader(images, labels, 5, (0.0,), (1.0,), shuffle=True, rank=r, world_size=2) for r in (0, 1)]
+    loaders = [TensorLoader(images, labels, 5, (0.0,), (1.0,), shuffle=True, rank=r, world_size=2) for r in (0, 1)]
     shares = [loader.shares() for loader in loaders]
     assert len(loaders[0]) == len(loaders[1]) == 2  # 5 + 6: the one left over joins the last batch
     for a, b in zip(*shares):
         assert len(a) and len(b) and not set(a.tolist()) & set(b.tolist())
     assert sorted(torch.cat(shares[0] + shares[1]).tolist()) == list(range(11))
-    alone = D.TensorLoader(images, labels, 5, (0.0,), (1.0,), shuffle=True)
+    alone = TensorLoader(images, labels, 5, (0.0,), (1.0,), shuffle=True)
     assert len(alone) == 3 and [len(s) for s in alone.shares()] == [5, 5, 1]  # one process: as before
     with pytest.raises(ValueError, match="at least one image per step"):
-        D.TensorLoader(images, labels, 1, (0.0,), (1.0,), rank=0, world_size=2)
+        TensorLoader(images, labels, 1, (0.0,), (1.0,), rank=0, world_size=2)

@@ -19,7 +19,7 @@ import vitedu
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "make_explorer_data.py"
-OLD_SIZE = 2_895_819  # bytes: the file when it stored precomputed attention maps (before issue 43)
+OLD_SIZE = 2_895_819  # bytes: the file when it stored precomputed attention maps (what the page no longer needs)
 
 
 def _load_tool():
@@ -45,7 +45,7 @@ def nets():
 
 @pytest.fixture(scope="module")
 def test_set():
-    return vitedu.data.load_cluttered_digits("test")
+    return vitedu.cluttered.load_cluttered_digits("test")
 
 
 def test_pixel_codec_round_trips() -> None:

@@ -1,4 +1,4 @@
-"""benchmarks/mae_sweep.py, the MAE's recipe search on validation (issue 29): every variant is a valid recipe, a job
+"""benchmarks/mae_sweep.py, the MAE's recipe search on validation: every variant is a valid recipe, a job
 probes its random start and every stage on val without ever loading a test canvas, and a stopped job resumes
 without repeating a stage."""
 

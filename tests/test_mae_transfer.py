@@ -1,4 +1,4 @@
-"""benchmarks/mae_transfer.py (issue 29): fine-tuning an MAE encoder against its own random start with one recipe,
+"""benchmarks/mae_transfer.py: fine-tuning an MAE encoder against its own random start with one recipe,
 and probes of where its tokens carry the digit; validation only."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from train_recipes import MAE_TINY
 
 import vitedu
 from vitedu import cluttered as C
+from vitedu.constants import CLUTTERED_MEAN, CLUTTERED_STD
 from vitedu.shipped import shipped_metadata
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -222,8 +223,8 @@ def test_the_shipped_summary_is_what_the_stored_runs_say():
 def test_probe_canvases_come_from_the_fraction_of_the_digits_that_fine_tuning_uses(transfer, monkeypatch):
     images, labels = transfer.labelled_canvases(1.0, 20, seed=3)
     ref_images, ref_labels, _ = C.load_cluttered_digits("train", num_images=20, seed=3)
-    assert torch.equal(labels, ref_labels) and torch.allclose(images, (ref_images - C.CLUTTERED_MEAN[0])
-                                                               / C.CLUTTERED_STD[0])
+    assert torch.equal(labels, ref_labels) and torch.allclose(images, (ref_images - CLUTTERED_MEAN[0])
+                                                               / CLUTTERED_STD[0])
     seen = []
     real = C.make_cluttered
 

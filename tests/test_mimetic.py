@@ -7,6 +7,7 @@ import vitedu
 from vitedu import MultiHeadSelfAttention, VisionTransformer
 from vitedu import cluttered as C
 from vitedu import interpret as I
+from vitedu.constants import CLUTTERED_MEAN, CLUTTERED_STD
 from vitedu.deit import VisionTransformerDistilled
 from vitedu.mimetic import identity_plus_noise, mimetic_init_
 
@@ -80,7 +81,7 @@ def test_deit_keeps_mimetic_attention_after_adding_its_head():
 
 def test_attention_starts_local_with_mimetic_init_and_sincos_positions():
     images, _, _ = C.load_cluttered_digits("val", num_images=64)
-    images = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    images = (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0]
     distance = {}
     for name, kwargs in {"timm": {}, "mimetic": {"weight_init": "mimetic", "pos_embed": "learn_sincos"}}.items():
         torch.manual_seed(0)

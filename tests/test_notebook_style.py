@@ -187,3 +187,16 @@ def test_the_book_does_not_speak_of_its_own_history(path: Path) -> None:
     found = [line for text in texts for line in history_lines(text)]
     assert not found, f"{path.relative_to(ROOT)} speaks of its own history (write for the reader):\n" + "\n".join(
         found)
+
+
+CODE = sorted(p for folder in ("vitedu", "tests", "tools", "benchmarks") for p in (ROOT / folder).rglob("*")
+              if p.suffix in {".py", ".toml", ".sh"} and "__pycache__" not in p.parts) + [ROOT / "Makefile",
+                                                                                         ROOT / "pyproject.toml"]
+
+
+def test_the_code_names_no_issue_numbers() -> None:
+    """Code and its comments say what a thing does and why, not which issue asked for it."""
+    numbered = re.compile(r"\bissues? #?\d+", flags=re.I)
+    found = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in CODE if p.name != "test_notebook_style.py"
+             for line in p.read_text().splitlines() if numbered.search(line)]
+    assert len(CODE) > 100 and not found, found

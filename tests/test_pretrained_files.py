@@ -275,7 +275,7 @@ def test_config_fields_of_the_wrong_type(tmp_path, vit, config, field):
         from_pretrained(tmp_path)
 
 
-# ---- behaviours found by mutation testing (issue 16) ----
+# ---- behaviours found by mutation testing ----
 
 def test_hf_config_without_model_type_is_a_vit():
     """transformers writes model_type, but a hand-written config.json that leaves it out still describes a ViT."""
@@ -419,7 +419,7 @@ def test_mismatch_errors_fold_block_numbers(tmp_path, vit):
     assert "blocks.0.attn.fused" not in str(err.value) and "blocks.1.attn.fused" not in str(err.value)
 
 
-# ---- behaviours found by the mutation run of 2026-11-26 (issue 27), by function of vitedu.pretrained ----
+# ---- behaviours found by mutation testing, by function of vitedu.pretrained ----
 
 def _save(model_or_state, path):
     save_file(model_or_state if isinstance(model_or_state, dict) else model_or_state.state_dict(), path)

@@ -30,7 +30,7 @@ class Oracle(nn.Module):
 
 
 def test_offset_accuracy_reads_each_offset_from_its_own_canvases():
-    from vitedu.cluttered import CLUTTERED_MEAN, CLUTTERED_STD
+    from vitedu.constants import CLUTTERED_MEAN, CLUTTERED_STD
 
     images, labels, _ = load_cluttered_digits("val", 50, seed=1, position_step=4, position_offset=(0, 0))
     model = Oracle((images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0], labels)
@@ -101,7 +101,7 @@ def test_the_stored_on_grid_vit_reads_the_digit_on_the_grid_only():
 
 
 def test_the_shipped_seeds_read_the_digit_at_every_shift():
-    """Issue 31: the shipped recipe's three seeds, trained with the digit anywhere, read it at every sub-patch
+    """The shipped recipe's three seeds, trained with the digit anywhere, read it at every sub-patch
     shift (97.4-97.6 % at the worst offset on 1,000 test canvases each; here 100 val canvases per offset)."""
     bench = _bench()
     models, config = bench.seed_pack(bench.VIT_ANYWHERE, bench.vit)

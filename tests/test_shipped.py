@@ -9,6 +9,7 @@ import torch
 
 import vitedu
 from vitedu import cluttered as C
+from vitedu.constants import CLUTTERED_MEAN, CLUTTERED_STD
 from vitedu.models import MODEL_CONFIGS
 from vitedu.shipped import SHIPPED_WEIGHTS, load_shipped_weights, shipped_metadata
 
@@ -49,7 +50,7 @@ def test_shipped_model_states_an_accuracy_above_the_bar_for_the_digit_anywhere()
 
 @pytest.mark.slow
 def test_shipped_model_reads_the_digit_at_every_sub_patch_offset():
-    # issue 31: no sub-patch shift of the digit below 97 % (1,000 test canvases an offset, a canvas seed no
+    # no sub-patch shift of the digit below 97 % (1,000 test canvases an offset, a canvas seed no
     # training or choice used, as benchmarks/shift.py draws them)
     from vitedu.shift import offset_accuracy
 
@@ -94,7 +95,7 @@ def test_seed_packs_reach_their_recorded_test_accuracy(pack):
 
     models, meta = load_seed_pack(pack, lambda c: vitedu.create_model(c["model"], **c["model_kwargs"]))
     images, labels, _ = C.load_cluttered_digits("test", position_step=meta["config"]["position_step"])
-    x = (images - C.CLUTTERED_MEAN[0]) / C.CLUTTERED_STD[0]
+    x = (images - CLUTTERED_MEAN[0]) / CLUTTERED_STD[0]
     stated = [float(a) for a in meta["test_acc"].split(",")]
     assert len(stated) == len(models) == 3 and min(stated) >= 0.985
     for model, acc in zip(models, stated):

@@ -18,6 +18,15 @@ from train_recipes import SMALL, TINY, quiet
 from vitedu import create_model
 from vitedu import run_files as RF
 from vitedu import train as T
+from vitedu.cnn import ConvTeacher
+from vitedu.config import PRESETS
+from vitedu.constants import DIGITS_MEAN, DIGITS_STD
+from vitedu.data import make_loaders
+from vitedu.deit import distillation_loss, distillation_token_loss
+from vitedu.digits import DIGITS_MAX, load_digits
+from vitedu.loaders import TensorLoader
+from vitedu.optimizers import param_groups
+from vitedu.run_files import TEACHER_FILE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -34,7 +43,7 @@ def test_lr_schedule_warmup_then_cosine():
 
 def test_weight_decay_skips_norms_biases_positions_and_cls():
     model = create_model("vit_digits_patch2_8")
-    decay, no_decay = T.param_groups(model, 0.05)
+    decay, no_decay = param_groups(model, 0.05)
     names = {id(p): n for n, p in model.named_parameters()}
     decayed = {names[id(p)] for p in decay["params"]}
     skipped = {names[id(p)] for p in no_decay["params"]}
@@ -53,8 +62,8 @@ def test_short_run_reduces_loss(device):
 
 
 def test_cli_prints_test_accuracy_last(tmp_path, capsys):
-    acc = T.main(["--dataset", "digits", "--epochs", "1", "--out", str(tmp_path), "--batch-size", "256",
-                  "--teacher-epochs", "0", "--no-progress"])
+    acc = T.main(["--dataset", "digits", "--epochs", "1", "--warmup-epochs", "0.5", "--out", str(tmp_path),
+                  "--batch-size", "256", "--teacher-epochs", "0", "--no-progress"])
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == f"test accuracy: {acc:.4f}"
     assert lines[0].startswith("epoch   1/1")
@@ -97,11 +106,10 @@ def test_cli_help_explains_every_option(capsys):
 
 def test_evaluate_measures_in_eval_mode():
     """evaluate() turns dropout and drop-path off, whatever mode the model was left in by training."""
-    from vitedu import data as D
 
     model = create_model("vit_digits_patch2_8", drop_rate=0.5, drop_path_rate=0.5).train()
-    images, labels = D.load_digits()["val"]
-    loader = D.TensorLoader(images, labels, 500, D.DIGITS_MEAN, D.DIGITS_STD, max_value=D.DIGITS_MAX)
+    images, labels = load_digits()["val"]
+    loader = TensorLoader(images, labels, 500, DIGITS_MEAN, DIGITS_STD, max_value=DIGITS_MAX)
     with torch.no_grad():
         logits = torch.cat([model.eval()(x) for x, _ in loader])
     expected_loss = torch.nn.functional.cross_entropy(logits, labels).item()
@@ -125,7 +133,7 @@ def test_lr_schedule_never_overshoots_and_rests_at_the_floor():
 def test_weight_decay_groups_skip_frozen_parameters_and_the_distillation_token():
     model = create_model("deit_digits_patch2_8")
     model.patch_embed.proj.weight.requires_grad_(False)  # frozen: the optimizer never sees it
-    decay, no_decay = T.param_groups(model, 0.05)
+    decay, no_decay = param_groups(model, 0.05)
     names = {id(p): n for n, p in model.named_parameters()}
     decayed = {names[id(p)] for p in decay["params"]}
     skipped = {names[id(p)] for p in no_decay["params"]}
@@ -150,8 +158,8 @@ def test_mixed_precision_dtype_on_cuda(monkeypatch):
 def _fixed_model_epoch(model, config, teacher=None):
     """One train_one_epoch with lr 0 (the weights never move) on un-augmented digits; returns its numbers and the
     loader, so the same batches can be replayed by hand."""
-    loader = T.make_loaders(config, torch.device("cpu"))["train"]
-    optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=0.0)
+    loader = make_loaders(config, torch.device("cpu"))["train"]
+    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=0.0)
     loader.set_epoch(3)
     frozen = SimpleNamespace(**{**asdict(config), "lr": 0.0, "min_lr": 0.0})  # no TrainConfig trains at lr 0
     numbers = T.train_one_epoch(model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False), frozen, 0,
@@ -181,12 +189,12 @@ def test_train_one_epoch_reports_the_loss_it_minimises(family):
             outputs, teacher_logits = model(images), teacher(images)
             if family == "deit":
                 cls_logits, dist_logits = outputs
-                batch_loss = T.distillation_token_loss(cls_logits, dist_logits, labels, teacher_logits, 0.3, 2.0, 0.2)
+                batch_loss = distillation_token_loss(cls_logits, dist_logits, labels, teacher_logits, 0.3, 2.0, 0.2)
                 logits = (cls_logits + dist_logits) / 2
             else:
                 logits = outputs
                 label_loss = torch.nn.functional.cross_entropy(logits, labels, label_smoothing=0.2)
-                batch_loss = 0.7 * label_loss + 0.3 * T.distillation_loss(logits, teacher_logits, 2.0)
+                batch_loss = 0.7 * label_loss + 0.3 * distillation_loss(logits, teacher_logits, 2.0)
             loss_sum += batch_loss.item() * len(labels)
             correct += (logits.argmax(-1) == labels).sum().item()
             seen += len(labels)
@@ -198,8 +206,8 @@ def test_train_one_epoch_reports_the_loss_it_minimises(family):
 def test_train_one_epoch_sets_the_scheduled_lr_on_every_group_and_counts_steps():
     config = replace(TINY, warmup_epochs=0.5, lr=1e-3, min_lr=1e-5)
     model = create_model(config.model, **config.model_kwargs)
-    loader = T.make_loaders(config, torch.device("cpu"))["train"]
-    optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
+    loader = make_loaders(config, torch.device("cpu"))["train"]
+    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
     total = 3 * len(loader)
     start = time.perf_counter()
     _, _, speed, step = T.train_one_epoch(model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False),
@@ -218,7 +226,7 @@ def test_gradients_are_clipped_to_grad_clip_before_each_step():
         config = replace(TINY, grad_clip=clip)
         torch.manual_seed(0)
         model = create_model(config.model, **config.model_kwargs)
-        optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
+        optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
         seen, step = [], optimizer.step
 
         def spy(*args, _seen=seen, _step=step, _model=model, **kwargs):
@@ -227,7 +235,7 @@ def test_gradients_are_clipped_to_grad_clip_before_each_step():
             return _step(*args, **kwargs)
 
         optimizer.step = spy
-        loader = T.make_loaders(config, torch.device("cpu"))["train"]
+        loader = make_loaders(config, torch.device("cpu"))["train"]
         T.train_one_epoch(model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False), config, 0,
                           len(loader))
         assert len(seen) == len(loader)
@@ -263,10 +271,10 @@ def test_fit_validates_every_validate_every_epochs_and_after_the_last(monkeypatc
 
 def test_teacher_is_a_trained_convnet_returned_in_eval_mode(tmp_path):
     config = replace(TINY, teacher_epochs=1)
-    loaders = T.make_loaders(config, torch.device("cpu"))
+    loaders = make_loaders(config, torch.device("cpu"))
     lines = []
     teacher = T.train_teacher(config, loaders, torch.device("cpu"), out=tmp_path, log=lines.append)
-    assert isinstance(teacher, T.ConvTeacher) and not teacher.training
+    assert isinstance(teacher, ConvTeacher) and not teacher.training
     images, labels = next(iter(loaders["val"]))
     with torch.no_grad():
         logits = teacher(images)
@@ -317,11 +325,12 @@ def test_cli_options_override_the_preset_and_save_weights(tmp_path, monkeypatch,
 
     monkeypatch.setattr(T, "fit", fake_fit)
     path = tmp_path / "shipped" / "digits" / "vit.safetensors"  # folders made as needed
-    acc = T.main(["--dataset", "cluttered_digits", "--epochs", "3", "--lr", "0.01", "--threads", "2", "--device", "cpu",
-                  "--no-progress", "--precision", "bf16", "--save-weights", str(path), "--out", str(tmp_path / "run")])
+    acc = T.main(["--dataset", "cluttered_digits", "--epochs", "3", "--warmup-epochs", "1", "--lr", "0.01",
+                  "--threads", "2", "--device", "cpu", "--no-progress", "--precision", "bf16", "--save-weights",
+                  str(path), "--out", str(tmp_path / "run")])
     assert acc == 0.75 and torch.get_num_threads() == 2
     config, kwargs = calls[-1]
-    assert config == replace(T.PRESETS["cluttered_digits"], epochs=3, lr=0.01)
+    assert config == replace(PRESETS["cluttered_digits"], epochs=3, warmup_epochs=1.0, lr=0.01)
     assert kwargs["precision"] == "bf16" and kwargs["progress"] is False and kwargs["resume"] is False
     assert kwargs["out"] == str(tmp_path / "run") and kwargs["compile"] is False and str(kwargs["device"]) == "cpu"
     with safe_open(str(path), framework="pt") as f:
@@ -338,7 +347,7 @@ def test_cli_options_override_the_preset_and_save_weights(tmp_path, monkeypatch,
     config, kwargs = calls[-1]
     assert config.model == "vit_digits_patch2_8" and config.model_kwargs == {} and kwargs["resume"] is True
     T.main(["--dataset", "cluttered_digits", "--model", "vit_cluttered_digits", "--save-weights", str(path)])
-    assert calls[-1][0].model_kwargs == T.PRESETS["cluttered_digits"].model_kwargs  # the preset's own model
+    assert calls[-1][0].model_kwargs == PRESETS["cluttered_digits"].model_kwargs  # the preset's own model
     assert path.exists()  # written again into the folder that now exists
 
 
@@ -379,8 +388,8 @@ def _stderr_of(capsys, run, tty=False, monkeypatch=None):
 def test_train_one_epoch_shows_a_bar_only_when_asked_and_clears_it(capsys, monkeypatch):
     config = SMALL
     model = create_model(config.model, **config.model_kwargs)
-    loader = T.make_loaders(config, torch.device("cpu"))["train"]
-    optimizer = torch.optim.AdamW(T.param_groups(model, config.weight_decay), lr=config.lr)
+    loader = make_loaders(config, torch.device("cpu"))["train"]
+    optimizer = torch.optim.AdamW(param_groups(model, config.weight_decay), lr=config.lr)
     scaler = torch.amp.GradScaler("cpu", enabled=False)
 
     def epoch(**kwargs):
@@ -412,7 +421,7 @@ def test_train_teacher_follows_its_own_schedule_and_writes_into_new_folders(tmp_
     """The teacher: one warm-up epoch then the cosine over teacher_epochs, steps counted from 0; no bar by default;
     its file goes into ``out`` even when the folder does not exist yet."""
     config = replace(SMALL, teacher_epochs=3, batch_size=48)
-    loaders = T.make_loaders(config, torch.device("cpu"))
+    loaders = make_loaders(config, torch.device("cpu"))
     steps_per_epoch = len(loaders["train"])
     assert steps_per_epoch == 3
     calls, lr_at = [], T.lr_at
@@ -423,7 +432,7 @@ def test_train_teacher_follows_its_own_schedule_and_writes_into_new_folders(tmp_
     assert capsys.readouterr().err == ""
     total = 3 * steps_per_epoch
     assert calls == [(step, total, steps_per_epoch) for step in range(total)]
-    assert (out / T.TEACHER_FILE).exists()
+    assert (out / TEACHER_FILE).exists()
 
 
 def test_fit_logs_every_log_every_epochs_counting_from_the_first():
@@ -435,7 +444,7 @@ def test_fit_logs_every_log_every_epochs_counting_from_the_first():
 def test_history_rows_hold_the_epoch_numbers_and_the_lr_follows_the_whole_schedule():
     config = replace(TINY, epochs=2, warmup_epochs=0.5, min_lr=1e-4)
     result = T.fit(config, device="cpu", log=quiet)
-    h, n = result.history, len(T.make_loaders(config, torch.device("cpu"))["train"])
+    h, n = result.history, len(make_loaders(config, torch.device("cpu"))["train"])
     # the lr at the end of each epoch is that of its last step, on the schedule of epochs * steps per epoch
     assert h.lr == pytest.approx([T.lr_at(e * n - 1, 2 * n, round(0.5 * n), config.lr, 1e-4) for e in (1, 2)])
     assert len(h.train_acc) == 2 and all(0.0 < a <= 1.0 for a in h.train_acc)
@@ -477,7 +486,7 @@ def test_a_deit_uses_every_parameter_with_or_without_a_teacher(teacher_epochs, m
     logits = model(torch.randn(4, 1, 8, 8))
     sum(out.sum() for out in (logits if isinstance(logits, tuple) else [logits])).backward()
     assert [name for name, p in model.named_parameters() if p.grad is None] == []
-    start, real_create_model = {}, T.create_model
+    start, real_create_model = {}, create_model
 
     def remember_start(*args, **kwargs):  # fit's own model, as it was built
         built = real_create_model(*args, **kwargs)
@@ -557,8 +566,8 @@ def test_train_one_epoch_multiplies_in_the_precision_asked_for():
         model = create_model(SMALL.model, **SMALL.model_kwargs)
         seen = dtypes.setdefault(precision, set())
         model.head.register_forward_hook(lambda module, args, output, seen=seen: seen.add(output.dtype))
-        loader = T.make_loaders(SMALL, torch.device("cpu"))["train"]
-        optimizer = torch.optim.AdamW(T.param_groups(model, SMALL.weight_decay), lr=SMALL.lr)
+        loader = make_loaders(SMALL, torch.device("cpu"))["train"]
+        optimizer = torch.optim.AdamW(param_groups(model, SMALL.weight_decay), lr=SMALL.lr)
         T.train_one_epoch(model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False), SMALL, 0, len(loader),
                           precision=precision)
         assert model.head.weight.dtype == torch.float32

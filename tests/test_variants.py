@@ -8,7 +8,9 @@ from tools_loader import load_benchmark
 from vitedu import count_parameters, create_model
 from vitedu import train as T
 from vitedu.cait import Cait
+from vitedu.config import PRESETS
 from vitedu.convit import ConVit, GatedPositionalSelfAttention, relative_positions
+from vitedu.data import make_loaders
 from vitedu.deit import VisionTransformerDistilled
 
 timm = load_benchmark("timm_reference").import_timm()  # timm without torchvision
@@ -96,12 +98,12 @@ def test_deit_trains_with_hard_distillation_through_its_token():
     from dataclasses import replace
 
     torch.set_num_threads(1)
-    config = replace(T.PRESETS["digits"], model="deit_digits_patch2_8", model_kwargs={"embed_dim": 32, "depth": 1},
+    config = replace(PRESETS["digits"], model="deit_digits_patch2_8", model_kwargs={"embed_dim": 32, "depth": 1},
                      epochs=1, batch_size=128, warmup_epochs=0.5, teacher_epochs=1, distill_alpha=0.5,
                      distill_temperature=0.0)
     result = T.fit(config, progress=False, log=lambda _: None, device="cpu")
     assert result.model.distilled_training and result.model.head_dist.weight.grad is not None
-    loader = T.make_loaders(config, torch.device("cpu"))["train"]
+    loader = make_loaders(config, torch.device("cpu"))["train"]
     optimizer = torch.optim.SGD(result.model.parameters(), lr=0.0)
     with pytest.raises(ValueError, match="no teacher"):  # two outputs but nothing to distil from
         T.train_one_epoch(result.model, loader, optimizer, torch.amp.GradScaler("cpu", enabled=False), config, 0, 1)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vitedu import train as T
+from vitedu.config import PRESETS
 
 # A tiny, quick recipe: 2 epochs of the digits with a small model.
-TINY = replace(T.PRESETS["digits"], model="vit_digits_patch2_8", model_kwargs={"embed_dim": 32, "depth": 1},
+TINY = replace(PRESETS["digits"], model="vit_digits_patch2_8", model_kwargs={"embed_dim": 32, "depth": 1},
                epochs=2, batch_size=128, warmup_epochs=0.5, teacher_epochs=0, distill_alpha=0.0)
 # A digits run of one batch per epoch (126 training images): fast enough to run fit several times in a test.
 SMALL = replace(TINY, train_fraction=0.1, augment="none")

@@ -32,8 +32,8 @@ import torch
 from torch import nn
 
 import vitedu
-import vitedu.data
-import vitedu.train
+import vitedu.cluttered
+import vitedu.config
 from vitedu.digits import DIGITS_MAX
 from vitedu.vit import VisionTransformer
 
@@ -51,7 +51,7 @@ def models() -> dict[str, VisionTransformer]:
     """The shipped model and the untrained one (the recipe's initialisation, seed 0)."""
     trained = vitedu.create_model(MODEL, pretrained=True).eval()
     vitedu.seed_everything(0)
-    kwargs = vitedu.train.PRESETS[RECIPE].model_kwargs
+    kwargs = vitedu.config.PRESETS[RECIPE].model_kwargs
     untrained = vitedu.create_model(MODEL, **kwargs).eval()
     return {"trained": trained, "untrained": untrained}
 
@@ -147,7 +147,7 @@ def pick_canvases(labels: torch.Tensor, predictions: torch.Tensor, mistakes: int
 
 @torch.no_grad()
 def explorer_data() -> dict:
-    images, labels, boxes = vitedu.data.load_cluttered_digits("test")
+    images, labels, boxes = vitedu.cluttered.load_cluttered_digits("test")
     nets = models()
     trained = nets["trained"]
     for net in nets.values():

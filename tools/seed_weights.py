@@ -30,8 +30,9 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import vitedu
+from vitedu.config import PRESETS
 from vitedu.run_files import save_state_dict
-from vitedu.train import PRESETS, evaluate, fit
+from vitedu.train import evaluate, fit
 
 OUT = "vitedu/assets/vit_cluttered_digits_3_seeds.safetensors"
 SHIPPED = "vitedu/assets/vit_cluttered_digits.safetensors"

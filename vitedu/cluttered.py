@@ -353,7 +353,7 @@ def cluttered_loaders(config: Any, device: torch.device | str = "cpu", rank: int
                       world_size: int = 1) -> dict[str, Any]:
     """Cluttered digits for training: fresh training canvases every epoch, fixed val and test canvases.
 
-    ``config`` is a ``vitedu.train.TrainConfig`` (its ``augment``, ``batch_size``, ``seed``, ``position_step``,
+    ``config`` is a ``vitedu.config.TrainConfig`` (its ``augment``, ``batch_size``, ``seed``, ``position_step``,
     ``grid_epochs``, ``train_fraction`` and ``train_on_val`` are read). ``train_fraction`` < 1 keeps a stratified
     share of the training *digits* (the whole digits and the clutter are both cut from that share); every epoch
     still draws the same number of canvases from them. ``rank`` of ``world_size`` processes trains on its share of
@@ -380,6 +380,6 @@ def cluttered_loaders(config: Any, device: torch.device | str = "cpu", rank: int
     }
 
 
-__all__ = ["CANVAS_SIZE", "CLUTTERED_MEAN", "CLUTTERED_SIZES", "CLUTTERED_STD", "ClutteredLoader", "FRAGMENT_SIZE",
+__all__ = ["CANVAS_SIZE", "CLUTTERED_SIZES", "ClutteredLoader", "FRAGMENT_SIZE",
            "GRID_STEP", "NUM_FRAGMENTS", "POSITION_STEP", "cluttered_loaders", "ink_boxes", "load_cluttered_digits",
            "make_cluttered", "normalise_canvases", "rescale_digits", "window_patches"]

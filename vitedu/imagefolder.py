@@ -15,7 +15,7 @@ in every split. With them, ``val/`` is also the test split when there is no ``te
 Each image is converted to RGB, its shorter side resized to ``img_size`` (bicubic) and its centre cropped
 to a square, once, when the folder is read; the resized images stay in memory as uint8
 (N x 3 x img_size^2 bytes: 10,000 images at 224 pixels are 1.5 GB). Augmentation happens later, per
-batch (vitedu.data.cifar_augment: random crop with padding, horizontal flip).
+batch (vitedu.augment.cifar_augment: random crop with padding, horizontal flip).
 
 Unreadable image files fail the load by default, naming the file (``on_error="skip"`` skips them with
 one warning that names each). Files whose suffix is not an image type (notes, .DS_Store) are ignored.

@@ -203,7 +203,7 @@ class Transform:
         if not images.is_floating_point():
             raise TypeError(
                 f"expected float images in [0, 1], got {images.dtype}: divide by the largest pixel value first "
-                "(255 for 8-bit photos, vitedu.data.DIGITS_MAX for the 8x8 digits)"
+                "(255 for 8-bit photos, vitedu.digits.DIGITS_MAX for the 8x8 digits)"
             )
         if images.shape[1] != self.input_size[0]:
             raise ValueError(f"the model takes {self.input_size[0]}-channel images, got {images.shape[1]} channels "
