@@ -17,7 +17,8 @@ reference pages) the test loads `_build/html/<page>.html` from disk and checks t
   button opens the page's outline, which at 1280 px stands beside the text (pydata-sphinx-theme #2451
   broke both buttons; the theme pins avoid it);
 - figures read like a textbook's: every image of a notebook's outputs, and every diagram of
-  book/diagrams, sits in a <figure> with a numbered caption ("Fig. N") and a non-empty alt text;
+  book/diagrams, sits in a <figure> with a numbered caption ("Fig. 4.2" in chapter 4, "Fig. A2.1" in
+  Appendix 2) and a non-empty alt text;
 - no display equation is wider than the text column at 1280 px, and on a phone one that is wider
   scrolls inside its own box;
 - every Colab badge is drawn at its full size (at least 100 px wide) and on screen, at both widths,
@@ -26,6 +27,8 @@ Each page is loaded once for all of this. It writes a screenshot of the first sc
 `_build/screenshots/<page>.png` (and checks that something was drawn); with VITEDU_SCREENSHOTS=full
 the screenshot is of the whole page, for a person to look through (3-8 s a page, so not by default).
 Chapters 1-10 show at least MIN_DIAGRAMS of the SVG diagrams of book/diagrams between them.
+Figures, equations and exercises carry their chapter's number ("Fig. 10.3", "(4.2)"), and a chapter's title
+and sidebar entry read "N. <title>", the number written once (read from the built HTML, no browser).
 With VITEDU_BUILD_DIR=DIR the tests read the book built by `jupyter-book build . --path-output DIR`.
 
 Offline by design: the test aborts every request that is not `file://`, and *any* request to another
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import os
 import re
+from html import unescape
 
 import nbformat
 import pytest
@@ -320,7 +324,7 @@ def check_page(tab, page: Page, errors: list[str]) -> None:
 
 # ------------------------------------------------------------------------------------------ figures
 
-JS_FIGURES = r"""(diagrams) => {
+JS_FIGURES = r"""([diagrams, numbered]) => {
   const file = (img) => (img.currentSrc || img.src).split("?")[0].split("/").pop();
   // Sphinx copies book/diagrams/vit.svg to _images/vit.svg (vit1.svg if another vit.svg came first).
   const isDiagram = (img) => diagrams.some((d) => new RegExp(`^${d}\\d*\\.svg$`).test(file(img)));
@@ -334,7 +338,7 @@ JS_FIGURES = r"""(diagrams) => {
     const alt = (img.getAttribute("alt") || "").trim();
     const problems = [];
     if (!figure) problems.push("not in a <figure>");
-    else if (!number || !/^Fig\.\s*\d+/.test(number.textContent.trim())) problems.push("no number");
+    else if (!number || !new RegExp(numbered).test(number.textContent.trim())) problems.push("no number");
     if (figure && !(text && text.textContent.trim())) problems.push("no caption");
     // myst-nb writes the file's path as the alt text of an output image that has none.
     if (!alt || /\.(png|jpe?g|gif|svg)$/i.test(alt)) problems.push("no alt text");
@@ -348,9 +352,11 @@ def _diagram_names() -> list[str]:
 
 
 def _figure_failures(tab, page: Page) -> list[str]:
-    """Every image of a cell's output, and every diagram, sits in a <figure> with a "Fig. N" caption and
-    has an alt text. A page listed in FIGURE_PENDING must still fail (strict)."""
-    figures = tab.evaluate(JS_FIGURES, _diagram_names())
+    """Every image of a cell's output, and every diagram, sits in a <figure> with a numbered caption ("Fig. 4.2"
+    in chapter 4, "Fig. A2.1" in Appendix 2: number_prefix) and has an alt text. A page listed in FIGURE_PENDING
+    must still fail (strict)."""
+    numbered = rf"^Fig\.\s*{re.escape(number_prefix(page))}\d+$"
+    figures = tab.evaluate(JS_FIGURES, [_diagram_names(), numbered])
     problems = [f"{f['file'][:24]}: {', '.join(f['problems'])}" for f in figures if f["problems"]]
     if page.docname in FIGURE_PENDING:
         if problems:
@@ -382,6 +388,88 @@ def test_chapters_show_the_diagrams() -> None:
         assert total < MIN_DIAGRAMS, f"{summary}: set DIAGRAMS_PENDING to None"
     else:
         assert total >= MIN_DIAGRAMS, summary
+
+
+# ------------------------------------------------------------------------------------------ numbers
+
+APPENDIX = re.compile(r"notebooks/A(\d)_")
+
+
+def number_prefix(page: Page) -> str:
+    """What the numbers of a page's figures, equations and exercises start with: "4." in chapter 4 (Sphinx's
+    number of the chapter: _toc.yml numbers the parts that hold chapters 1-10), "A2." in Appendix 2 (counted by
+    book/_ext/vitedu_book.py), nothing on the other pages (a plain count: the intro's figure is Fig. 1)."""
+    if chapter := CHAPTER.match(page.docname):
+        return f"{int(chapter.group(1))}."
+    if appendix := APPENDIX.match(page.docname):
+        return f"A{appendix.group(1)}."
+    return ""
+
+
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", "", html))).strip()
+
+
+def _notebook_title(page: Page) -> str:
+    """The notebook's own title: its first "# " line ("4. Patches and positions")."""
+    cells = nbformat.read(page.source, as_version=4).cells
+    lines = [line for cell in cells if cell.cell_type == "markdown" for line in cell.source.splitlines()]
+    return next(line.removeprefix("# ").strip() for line in lines if line.startswith("# "))
+
+
+def test_figures_equations_and_exercises_carry_the_chapter_number() -> None:
+    """In chapter N the figures, display equations and exercises are numbered N.1, N.2, ... in reading order
+    ("Fig. 10.3", "(4.2)", "Exercise 7.1"), in Appendix n An.1, An.2, ...; elsewhere they are plain counts. A
+    chapter's title reads "N. <title>" with the number written once (Sphinx's), the same as the notebook's own
+    title, and so does its entry in the sidebar; no other page carries a section number."""
+    pages = ensure_built()
+    counts: dict[str, dict[str, int]] = {}
+    for page in pages:
+        html = page.html.read_text()
+        prefix = number_prefix(page)
+        numbers: dict[str, list[str]] = {}
+        for caption in re.findall(r'<span class="caption-number">(.*?)</span>', html, re.S):
+            kind, _, number = _text(caption).rpartition(" ")
+            numbers.setdefault(kind, []).append(number)
+        numbers["equation"] = [_text(n).strip("()") for n in re.findall(r'<span class="eqno">(.*?)<a', html, re.S)]
+        for kind, found in numbers.items():
+            if prefix:
+                expected = [f"{prefix}{k}" for k in range(1, len(found) + 1)]
+                assert found == expected, f"{page.docname}: {kind} numbers {found}, expected {expected}"
+            else:
+                assert all(n.isdigit() for n in found), f"{page.docname}: {kind} numbers {found}"
+        counts[page.docname] = {kind: len(found) for kind, found in numbers.items()}
+
+        # the article's title (the one with a link to itself), not the print-only header's
+        heading = re.search(r'<h1>((?:(?!</h1>).)*)<a class="headerlink"', html, re.S)
+        assert heading, f"{page.docname}: no title"
+        secnumber = re.findall(r'<span class="section-number">(.*?)</span>', heading.group(1))
+        if CHAPTER.match(page.docname):
+            assert secnumber == [prefix + " "], f"{page.docname}: the title's section number is {secnumber}"
+            assert _text(heading.group(1)) == _notebook_title(page), (
+                f"{page.docname}: the book's title {_text(heading.group(1))!r} is not the notebook's "
+                f"{_notebook_title(page)!r} (the chapter's place in _toc.yml and its number disagree?)"
+            )
+        else:
+            assert not secnumber, f"{page.docname} is not a chapter, but its title is numbered {secnumber}"
+
+    # The sidebar (the same on every page; read on the intro): chapters "N. <title>", every other page unnumbered.
+    sidebar = pages[0].html.read_text().split('<nav class="bd-links bd-docs-nav"', 1)[1].split("</nav>", 1)[0]
+    entries = dict(re.findall(r'<li class="toctree-l1[^"]*"><a class="reference internal" href="([^"]+)">(.*?)</a>',
+                              sidebar, re.S))
+    for page in pages[1:]:
+        href = os.path.relpath(page.html, pages[0].html.parent)
+        assert href in entries, f"{page.docname} is not in the sidebar"
+        label = _text(entries[href])
+        expected = _notebook_title(page) if CHAPTER.match(page.docname) else None
+        if expected:
+            assert label == expected, f"{page.docname}: the sidebar says {label!r}, expected {expected!r}"
+        else:
+            assert not re.match(r"\d+\.", label), f"{page.docname} is not a chapter, but the sidebar numbers it"
+
+    # Not vacuous: there are figures in chapter 10, equations in chapter 4, a figure in an appendix.
+    for docname, kind in [("notebooks/10_", "Fig."), ("notebooks/04_", "equation"), ("notebooks/A2_", "Fig.")]:
+        assert any(d.startswith(docname) and n.get(kind) for d, n in counts.items()), f"no {kind} in {docname}"
 
 
 # ------------------------------------------------------------------------------- nothing cut off

@@ -1,4 +1,4 @@
-"""The book's configuration: Colab badges and install cells, the references, the API reference.
+"""The book's configuration: Colab badges and install cells, the references, the API reference, chapter numbers.
 
 `repository.url` in _config.yml is the one place the repository's address lives. Every notebook in the
 table of contents, and every student notebook under notebooks/assignments/release/, must point its
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 from book_pages import COLAB_BADGE_IMAGE, ROOT, book_config, colab_url, notebook_pages, toc_pages
 
 import vitedu
@@ -112,6 +113,26 @@ def test_colab_links_on_prose_pages_open_existing_notebooks() -> None:
             assert path.endswith(".ipynb") and (ROOT / path).is_file(), (
                 f"{source.name}: {url} opens {path}, which is not a notebook in the repository"
             )
+
+
+def test_chapters_are_numbered_as_their_notebooks_are() -> None:
+    # Sphinx numbers the pages of the `numbered` parts of _toc.yml in order, and book/_ext/vitedu_book.py drops
+    # a chapter notebook's own "N. " from its title in the book: the two numbers must be the same. So the numbered
+    # parts hold exactly the chapters, notebooks/01_... to 10_..., in that order, each titled "# N. ...", and
+    # nothing else (not How to run, not the explorer, not the appendix); numbers carry the chapter (Fig. 10.3).
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    numbered = [entry["file"] for part in toc["parts"] if part.get("numbered") for entry in part["chapters"]]
+    chapters = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert numbered == [f"notebooks/{name}" for name in chapters], f"the numbered parts of _toc.yml hold {numbered}"
+    assert [int(name[:2]) for name in chapters] == list(range(1, len(chapters) + 1))
+    assert all(part.get("numbered") in (None, 1) for part in toc["parts"]), "numbered: 1 numbers titles only"
+    for number, name in enumerate(chapters, 1):
+        nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+        title = next(line for cell in nb.cells if cell.cell_type == "markdown"
+                     for line in cell.source.splitlines() if line.startswith("# "))
+        assert title.startswith(f"# {number}. "), f"{name}: the title {title!r} does not start with {number}."
+    config = book_config()["sphinx"]["config"]
+    assert config["numfig"] and config["numfig_secnum_depth"] == 1 and config["math_numfig"]
 
 
 REQUIRED_REFERENCES = {

@@ -9,7 +9,8 @@ explorer_data.js). These tests check
 - that drawing on ``#draw-digit`` with the mouse changes ``#draw-prediction`` ("predicts N", ten
   probabilities), and the drawing can be explored in the maps;
 - the maps: square, over the canvas, trained beside untrained at 1280 and 390 px, one shared scale,
-  values on hover, enlarged on click or Enter, keyboard access, the [CLS] button's pressed state,
+  values on hover, enlarged on click or Enter (the query outlined in pink there too, the cursor in white),
+  keyboard access, the [CLS] button's pressed state,
   a canvas the model gets wrong labelled as a mistake; no console errors, in light and dark mode.
 
 They read the built book (tests/book_pages.py's ``HTML``), and build it first if the explorer page is
@@ -404,6 +405,37 @@ def test_keyboard_picks_the_query_and_enlarges_a_map(tab) -> None:
     figure.click()  # a click enlarges too
     assert dialog.is_visible()
     page.keyboard.press("Escape")
+
+
+# The colour of the pixel one in from the middle of a patch's left edge on a canvas of the enlarged maps: where the
+# patch's outline is drawn (the query pink, #ff4081; the cursor white).
+JS_OUTLINE = r"""([model, k]) => {
+  const canvas = document.querySelector(`dialog.ve-dialog canvas[data-model='${model}']`);
+  const p = canvas.width / 8;
+  return Array.from(canvas.getContext("2d").getImageData((k % 8) * p + 1, Math.floor(k / 8) * p + p / 2, 1, 1).data
+    .slice(0, 3));
+}"""
+PINK, WHITE = [255, 64, 129], [255, 255, 255]
+
+
+def test_the_enlarged_maps_outline_the_query_in_pink(scratch) -> None:
+    # on a phone's width, opened without a pointer over it: the cursor starts on the query and nothing moves it
+    page = scratch.load(width=PHONE).page
+    query = int(page.locator(".ve-readout").get_attribute("data-query")) - 1
+    assert 0 <= query < 64, "the page opens with a patch as the query"
+    page.locator("figure.ve-map[data-model='trained'][data-layer='0'][data-head='0']").focus()
+    page.keyboard.press("Enter")
+    assert page.locator("dialog.ve-dialog").is_visible()
+    for model in ("trained", "untrained"):
+        assert page.evaluate(JS_OUTLINE, [model, query]) == PINK, f"{model}: the query's outline is not pink"
+    page.keyboard.press("ArrowLeft" if query % 8 else "ArrowRight")  # the cursor moves on, the query stays
+    cursor = int(page.locator(".ve-dialog-value").get_attribute("data-token")) - 1
+    assert cursor != query
+    for model in ("trained", "untrained"):
+        assert page.evaluate(JS_OUTLINE, [model, query]) == PINK, f"{model}: the query's outline is not pink"
+        assert page.evaluate(JS_OUTLINE, [model, cursor]) == WHITE, f"{model}: the cursor's outline is not white"
+    page.keyboard.press("Escape")
+    assert not scratch.errors, "\n".join(scratch.errors)
 
 
 def test_one_shared_scale_and_honest_labels(tab, data) -> None:

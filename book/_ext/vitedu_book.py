@@ -1,4 +1,4 @@
-"""The book's own Sphinx extension: the API reference directive, and two fixes for a clean build.
+"""The book's own Sphinx extension: the API reference directive, fixes for a clean build, chapter titles.
 
 A one-line way to document a vitedu module in the book's API reference:
 
@@ -223,6 +223,51 @@ class LocalColabBadge(SphinxTransform):
                     del image["candidates"]
 
 
+# A chapter notebook's title carries its number ("# 4. Patches and positions"), for a reader in Jupyter or
+# on Colab. In the book, Sphinx numbers chapters 1-10 itself (the numbered parts of _toc.yml), in the title, the
+# sidebar and the figure and equation numbers: the title's own number is dropped here so that it is not written
+# twice ("4. 4. Patches and positions"). tests/test_book_config.py and test_book_browser.py check that they agree.
+CHAPTER_NOTEBOOK = re.compile(r"notebooks/(\d\d)_[^/]+")
+
+
+class ChapterTitleNumber(SphinxTransform):
+    """Drop the leading "N. " from the title of chapter notebook N (notebooks/NN_name)."""
+
+    default_priority = 400  # while reading, before the collectors record the title for the sidebar
+
+    def apply(self, **kwargs) -> None:
+        chapter = CHAPTER_NOTEBOOK.fullmatch(self.env.docname)
+        title = next(iter(self.document.findall(nodes.title)), None)
+        if chapter is None or title is None or not isinstance(title.children[0], nodes.Text):
+            return
+        prefix = f"{int(chapter.group(1))}. "
+        if title.children[0].astext().startswith(prefix):
+            title.replace(title.children[0], nodes.Text(title.children[0].astext().removeprefix(prefix)))
+
+
+# The appendix is not numbered in _toc.yml (it is not chapters 11 and 12), so Sphinx would count its figures,
+# equations and exercises on from the other unnumbered pages (after the intro's figure, Appendix 2's first would be
+# "Fig. 2"). Here each appendix page counts its own, with its number in front: "Fig. A2.1", "Exercise A1.3".
+APPENDIX_NOTEBOOK = re.compile(r"notebooks/A(\d)_[^/]+")
+
+
+def _number_appendix_figures(app: Sphinx, env) -> list[str]:
+    """After Sphinx has numbered the figures (env-get-updated, at a later priority than its collector), give
+    those of an unnumbered appendix page (notebooks/A<n>_name) the numbers (f"A{n}", 1), (f"A{n}", 2), ...
+    in the order Sphinx counted them, per kind (figure, equation, exercise). Returns the pages renumbered,
+    which Sphinx then writes again."""
+    renumbered = []
+    for docname, kinds in env.toc_fignumbers.items():
+        appendix = APPENDIX_NOTEBOOK.fullmatch(docname)
+        if appendix is None or env.toc_secnumbers.get(docname):
+            continue
+        for kind, numbers in kinds.items():
+            in_order = sorted(numbers, key=numbers.__getitem__)
+            kinds[kind] = {node_id: (f"A{appendix.group(1)}", k) for k, node_id in enumerate(in_order, 1)}
+        renumbered.append(docname)
+    return renumbered
+
+
 def _add_static(app: Sphinx) -> None:
     # book/_static holds the style sheet and the explorer's script and data; the theme's and the
     # extensions' own static folders stay first on the path.
@@ -232,9 +277,11 @@ def _add_static(app: Sphinx) -> None:
 def setup(app: Sphinx) -> dict[str, object]:
     app.add_directive("vitedu-module", VitEduModule)
     app.add_transform(LocalColabBadge)
+    app.add_transform(ChapterTitleNumber)
     app.connect("builder-inited", _add_static)
     app.add_css_file("vitedu.css")
     app.connect("autodoc-process-docstring", _process_docstring)
     app.connect("config-inited", _tuples_for_nitpick_ignore)
     app.connect("html-page-context", _drop_duplicate_scripts)
+    app.connect("env-get-updated", _number_appendix_figures, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -93,7 +93,9 @@
       ctx.strokeRect(left * s, top * s, w * s, h * s);
       ctx.setLineDash([]);
     }
-    for (const [t, style] of [[query, QUERY], [cursor, "#ffffff"]]) {
+    // the cursor first and the query last: where they meet (the enlarged map opens with the cursor on the query,
+    // and a finger leaves it there) the query stays pink
+    for (const [t, style] of [[cursor, "#ffffff"], [query, QUERY]]) {
       if (t === undefined || t === null || t < PREFIX) continue;
       const k = t - PREFIX;
       ctx.strokeStyle = style; ctx.lineWidth = width;
