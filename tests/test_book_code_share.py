@@ -1,0 +1,134 @@
+"""How much of each chapter's page is code, as a reader at a laptop sees it.
+
+A chapter derives a mechanism in its own cells and checks it against vitedu; the plumbing around that
+(setup, loading files and checkpoints, plotting, timing and memory harnesses, tables of stored results) is
+folded with the cell tag `hide-input`, so that its output stays on the page and the reader can open the
+code. This test holds every chapter to it: in headless Chromium, offline, at 1280 px,
+
+    visible code / page height <= MAX_CODE_SHARE
+
+where *visible code* is the summed height of the code cells' input areas that are shown (a folded cell
+counts only its "Show code cell source" line; a cell inside a closed dropdown, such as an exercise's
+solution, counts nothing) and of the code blocks in the prose, and *page height* is the height of the
+article (the chapter's text, code and outputs). The table of every chapter's share is printed first
+(`pytest -s` shows it), then the chapters over the limit are listed together.
+
+Chapters whose code is still over the limit once their plumbing is folded are in CODE_SHARE_PENDING, each
+with its reason; the entry is strict (a pending chapter that passes fails until its entry is removed).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from book_pages import Page, ensure_built, headless_chromium, notebook_pages
+
+pytestmark = pytest.mark.book
+
+MAX_CODE_SHARE = 0.35
+WIDE = 1280
+# The chapters: notebooks/01_... to 10_..., and the appendices A1, A2.
+CHAPTER = re.compile(r"notebooks/(\d\d|A\d)_")
+CHAPTERS = [page for page in notebook_pages() if CHAPTER.match(page.docname)]
+# Chapters over the limit although every plumbing cell is folded: what is left is derivations and checks,
+# whose code has to become shorter (or move into vitedu) rather than be hidden.
+CODE_SHARE_PENDING: dict[str, str] = {
+    "notebooks/03_multi_head": "long derivation cells: the hand-set heads, the colour task, the shape walk, "
+    "blockwise attention",
+    "notebooks/05_encoder_block": "long derivation cells: the block variants (no residual, from scratch) and "
+    "their probes of depth and gradients",
+    "notebooks/06_vision_transformer": "long derivation and check cells: the forward pass by hand, the FLOP "
+    "counts, the checkpoint conversion",
+    "notebooks/A1_bugs_in_the_wild": "each bug is a class of its own with its fix, shown in full",
+}
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+
+# Heights in CSS pixels of what is drawn: checkVisibility() is false for the code of a closed <details>
+# (a folded cell) and for a cell in a collapsed dropdown (visibility: hidden), whose box may still have a height.
+JS_CODE_SHARE = """() => {
+    const article = document.querySelector("article.bd-article");
+    const shown = (e) => e.checkVisibility({visibilityProperty: true, opacityProperty: true});
+    const height = (e) => (shown(e) ? e.getBoundingClientRect().height : 0);
+    let code = 0, cells = 0, folded = 0;
+    for (const cell of article.querySelectorAll("div.cell")) {
+        const fold = cell.querySelector("details.above-input:not([open])");
+        const input = cell.querySelector("div.cell_input");
+        if (fold) folded += 1;
+        if (input) cells += 1;
+        code += fold ? height(fold) : input ? height(input) : 0;
+    }
+    for (const block of article.querySelectorAll("div[class^='highlight-']")) {
+        if (!block.closest("div.cell")) code += height(block);
+    }
+    return {code, page: article.getBoundingClientRect().height, cells, folded};
+}"""
+# Resolves when the page has drawn two frames and its main thread is idle (deferred scripts have run).
+JS_SETTLED = """() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(
+    () => requestIdleCallback(done, {timeout: 2000}))))"""
+
+
+def measure(tab, page: Page) -> dict:
+    """Visible code and page height (px) of a chapter, loaded offline at 1280 px once it is laid out: fonts
+    loaded and the maths typeset (MathJax changes the height of the text around it)."""
+    tab.goto(page.html.as_uri(), wait_until="load")
+    tab.evaluate("() => document.fonts.ready.then(() => true)")
+    if tab.locator("script[src*='mathjax']").count():
+        tab.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=15_000)
+        tab.evaluate("() => MathJax.startup.promise.then(() => true)")
+    tab.evaluate(JS_SETTLED)
+    return tab.evaluate(JS_CODE_SHARE)
+
+
+def over_the_limit(shares: dict[str, float], pending: dict[str, str]) -> list[str]:
+    """What fails: a chapter over MAX_CODE_SHARE that is not pending, and a pending one that is not over."""
+    failures = []
+    for docname, share in shares.items():
+        if share > MAX_CODE_SHARE and docname not in pending:
+            failures.append(f"{docname}: {share:.1%} of the page is visible code (at most {MAX_CODE_SHARE:.0%})")
+        elif share <= MAX_CODE_SHARE and docname in pending:
+            failures.append(f"{docname}: {share:.1%}, within the limit: remove it from CODE_SHARE_PENDING")
+    return failures
+
+
+def test_the_chapter_list_is_complete() -> None:
+    assert len(CHAPTERS) >= 12, [page.docname for page in CHAPTERS]
+    assert set(CODE_SHARE_PENDING) <= {page.docname for page in CHAPTERS}, "a pending entry names no chapter"
+
+
+def test_over_the_limit_is_reported() -> None:
+    shares = {"a": 0.2, "b": 0.5, "c": 0.5, "d": 0.3}
+    assert over_the_limit(shares, {"c": "why"}) == [
+        "b: 50.0% of the page is visible code (at most 35%)",
+    ]
+    assert over_the_limit(shares, {"b": "why", "c": "why", "d": "why"}) == [
+        "d: 30.0%, within the limit: remove it from CODE_SHARE_PENDING",
+    ]
+
+
+def test_visible_code_is_at_most_a_third_of_each_chapter() -> None:
+    ensure_built()
+    start = time.perf_counter()
+    rows = {}
+    with headless_chromium(CHROMIUM_FLAGS) as chromium:
+        context = chromium.new_context(viewport={"width": WIDE, "height": 900})
+        # offline: every request that is not a local file is aborted
+        context.route(re.compile(r"^(?!file://)"), lambda route: route.abort())
+        tab = context.new_page()
+        for page in CHAPTERS:
+            rows[page.docname] = measure(tab, page)
+        context.close()
+    print(f"\nvisible code at {WIDE} px ({time.perf_counter() - start:.0f} s)")
+    print(f"{'chapter':38} {'code px':>8} {'page px':>8} {'share':>6}  folded cells")
+    shares = {}
+    for docname, row in rows.items():
+        assert row["page"] > 0 and row["cells"] > 0, f"{docname}: no article or no code cells measured"
+        shares[docname] = row["code"] / row["page"]
+        pending = "  (pending)" if docname in CODE_SHARE_PENDING else ""
+        print(
+            f"{docname:38} {row['code']:8.0f} {row['page']:8.0f} {shares[docname]:6.1%}"
+            f"  {row['folded']} of {row['cells']}{pending}"
+        )
+    failures = over_the_limit(shares, CODE_SHARE_PENDING)
+    assert not failures, "\n".join(failures)
