@@ -415,6 +415,10 @@
   // --- draw your own --------------------------------------------------------------------------------
   if (drawRoot) {
     const SIDE = 288, SCALE = SIDE / S; // 9 screen pixels per model pixel
+    // The pen is as wide as the strokes of the training digits (1.4 model pixels), and the dashed square is
+    // where its centre goes: strokes drawn out to the square's edges leave ink DIGIT pixels tall, as tall as
+    // the training digits. tests/test_explorer_browser.py measures both against the training digits.
+    const DIGIT = 8, PEN = 1.4, SQUARE = DIGIT - PEN;
     const pad = el("canvas", { id: "draw-digit", width: SIDE, height: SIDE, role: "img",
       "aria-label": "a 32 by 32 pixel canvas to draw a digit on with the mouse or a finger" });
     const ink = document.createElement("canvas"); // the strokes alone, what the model reads
@@ -425,8 +429,9 @@
     const prediction = el("div", { id: "draw-prediction", "aria-live": "polite", "data-prediction": "" });
     drawRoot.replaceChildren(el("div", { class: "ve-draw-row" },
       el("div", { class: "ve-pad" }, pad, el("div", { class: "ve-buttons" }, clear, explore),
-        el("p", { class: "ve-note" }, "Dashed square: the size of the digits the model was trained on (8\u00d78 " +
-          "pixels); the grid: its 4\u00d74-pixel patches.")),
+        el("p", { class: "ve-note" }, "Dashed square: draw your digit this size, anywhere; with the pen's width, " +
+          `its ink is then ${DIGIT} pixels tall, the size of the digits the model was trained on. ` +
+          "The grid: the model's 4\u00d74-pixel patches.")),
       prediction));
 
     function resetInk() {
@@ -443,7 +448,7 @@
         ctx.beginPath(); ctx.moveTo(0, p); ctx.lineTo(SIDE, p); ctx.stroke();
       }
       ctx.strokeStyle = "rgba(255,255,255,0.55)"; ctx.setLineDash([5, 4]);
-      ctx.strokeRect(6.5, 6.5, 8 * SCALE, 8 * SCALE);
+      ctx.strokeRect(6.5, 6.5, SQUARE * SCALE, SQUARE * SCALE);
       ctx.setLineDash([]);
     }
     // 32x32 intensities in [0, 1]: the mean of each 9x9 block of the strokes, as a canvas of the
@@ -515,7 +520,7 @@
     }
     function stroke(from, to) {
       inkCtx.strokeStyle = "#fff"; inkCtx.fillStyle = "#fff";
-      inkCtx.lineWidth = 1.5 * SCALE; inkCtx.lineCap = "round"; inkCtx.lineJoin = "round";
+      inkCtx.lineWidth = PEN * SCALE; inkCtx.lineCap = "round"; inkCtx.lineJoin = "round";
       inkCtx.beginPath(); inkCtx.moveTo(from[0], from[1]); inkCtx.lineTo(to[0], to[1]); inkCtx.stroke();
       paintPad();
       schedule();
@@ -538,6 +543,8 @@
     }
     clear.addEventListener("click", () => { resetInk(); paintPad(); update(); });
     explore.addEventListener("click", () => showDrawing());
+    // for the tests: the pen's width, the dashed square's side and the ink's height, in model pixels
+    window.VITEDU_EXPLORER_PAGE.pad = { pen: PEN, square: SQUARE, digit: DIGIT };
     resetInk();
     paintPad();
     showPrediction();
