@@ -2,10 +2,12 @@
 
     import vitedu
     model = vitedu.create_model("vit_cluttered_digits", pretrained=True).eval()
-    images, labels, _ = vitedu.load_cluttered_digits("test")   # (N, 1, 32, 32) in [0, 1]
-    x = vitedu.create_transform(model)(images)                  # resize to input_size, normalise with mean/std
-    logits = model(x)                                           # (N, 10)
-    maps = model.attention_maps(x)                              # (depth, N, heads, tokens, tokens)
+    # (N, 1, 32, 32) in [0, 1]
+    images, labels, _ = vitedu.load_cluttered_digits("test")
+    # resize to input_size, normalise with mean/std
+    x = vitedu.create_transform(model)(images)
+    logits = model(x)                  # (N, 10)
+    maps = model.attention_maps(x)     # (depth, N, heads, tokens, tokens)
 
 ``import vitedu`` loads the core (attention, patching, blocks, the ViT); every other module and name is loaded on
 first use (``vitedu.train``, ``vitedu.checks``, ``vitedu.create_model``, ...), so the import stays light and

@@ -1,7 +1,9 @@
 """CIFAR-10 from its official python archive, verified before anything is unpacked or unpickled.
 
-    splits = load_cifar10("~/data")           # downloads 163 MB once, verifies the MD5, then caches
-    images, labels = splits["train"]          # (45000, 3, 32, 32) uint8 in [0, 255], (45000,) int64
+    # downloads 163 MB once, verifies the MD5, then caches
+    splits = load_cifar10("~/data")
+    # (45000, 3, 32, 32) uint8 in [0, 255], (45000,) int64
+    images, labels = splits["train"]
 
 Splits: train 45000 / val 5000 (held out of the official training set, stratified) / test 10000.
 Images stay uint8 in memory (the 60,000 images are 184 MB that way); a :class:`vitedu.loaders.TensorLoader`

@@ -8,7 +8,8 @@ The idea is the cluttered MNIST of Mnih et al. (2014), built here from the 8x8 d
 vitedu, so it needs no download.
 
     images, labels, boxes = load_cluttered_digits("train")
-    # images (N, 1, 32, 32) float32 in [0, 1], labels (N,) int64, boxes (N, 4) int64 (top, left, height, width)
+    # images (N, 1, 32, 32) float32 in [0, 1], labels (N,) int64,
+    # boxes (N, 4) int64 (top, left, height, width)
 
 The digit may sit at any pixel by default (``position_step=1``; see ``POSITION_STEP``), the clutter
 anywhere. ``position_step=4`` puts it on the 4-pixel grid of the model's patches: the easy case, and the

@@ -1,8 +1,11 @@
 """The small convnet of the book: DeiT's teacher, and the baseline a ViT is compared with.
 
-    teacher = ConvTeacher(in_chans=1, num_classes=10)   # (batch, 1, H, W) -> (batch, 10), any H, W >= 2
-    save_conv_teacher("cnn.safetensors", teacher)        # weights + the arguments that rebuild it
-    teacher = load_conv_teacher("cnn.safetensors")       # e.g. a trained baseline, distilled into a ViT
+    # (batch, 1, H, W) -> (batch, 10), any H, W >= 2
+    teacher = ConvTeacher(in_chans=1, num_classes=10)
+    # weights + the arguments that rebuild it
+    save_conv_teacher("cnn.safetensors", teacher)
+    # e.g. a trained baseline, distilled into a ViT
+    teacher = load_conv_teacher("cnn.safetensors")
 
 Convolutions build in locality and translation equivariance, which a ViT must otherwise learn from data;
 distilling the convnet's predictions (``vitedu.deit.distillation_loss``) hands that bias to the ViT without

@@ -2,7 +2,8 @@
 
 Gated positional self-attention (GPSA) gives every head two attention maps and a learned gate:
 
-    A_h = (1 - sigmoid(lambda_h)) * softmax(Q K^T / sqrt(d_k))  +  sigmoid(lambda_h) * softmax(r_ij . v_h)
+    A_h = (1 - sigmoid(lambda_h)) * softmax(Q K^T / sqrt(d_k))
+          +  sigmoid(lambda_h) * softmax(r_ij . v_h)
 
 The content map is ordinary attention. The positional map depends only on where key j sits relative to
 query i, through r_ij = (dx, dy, dx^2 + dy^2). Initialised with v_h = alpha * (2 Delta_x, 2 Delta_y, -1),
@@ -14,7 +15,8 @@ patches, 19 % on each of the 4 around Delta_h. Only a large alpha with integer o
 a convolution per head; with k even it tends to an average over a 2 x 2 block (chapter 9 prints these numbers).
 Each head learns how far to trust position (lambda_h up) or content (lambda_h down).
 
-    patches + positions -> GPSA blocks -> insert [CLS] -> ordinary self-attention blocks -> head([CLS])
+    patches + positions -> GPSA blocks -> insert [CLS]
+                        -> ordinary self-attention blocks -> head([CLS])
 
 Same keys and shapes as timm's ``ConVit`` (``attn.qk``, ``attn.v``, ``attn.pos_proj``, ``attn.gating_param``).
 """

@@ -2,12 +2,17 @@
 
 Each data set lives in its own room, and its loader returns a dict of splits, each a pair of tensors:
 
-    from vitedu.digits import load_digits          # offline, 1,797 real 8x8 digits shipped inside vitedu
-    images, labels = load_digits()["train"]         # (1259, 1, 8, 8) uint8 in [0, 16], (1259,) int64
-    from vitedu.cifar import load_cifar10          # downloads 163 MB once, verifies the MD5, then caches
-    images, labels = load_cifar10("~/data")["train"]   # (45000, 3, 32, 32) uint8 in [0, 255], (45000,) int64
+    # offline, 1,797 real 8x8 digits shipped inside vitedu
+    from vitedu.digits import load_digits
+    # (1259, 1, 8, 8) uint8 in [0, 16], (1259,) int64
+    images, labels = load_digits()["train"]
+    # downloads 163 MB once, verifies the MD5, then caches
+    from vitedu.cifar import load_cifar10
+    # (45000, 3, 32, 32) uint8 in [0, 255], (45000,) int64
+    images, labels = load_cifar10("~/data")["train"]
     from vitedu.cluttered import load_cluttered_digits
-    images, labels, boxes = load_cluttered_digits("test")   # (2000, 1, 32, 32) float32 in [0, 1]
+    # (2000, 1, 32, 32) float32 in [0, 1]
+    images, labels, boxes = load_cluttered_digits("test")
 
 The rooms, one concept each: :mod:`vitedu.digits` (the shipped digits and the stratified split),
 :mod:`vitedu.cifar` (CIFAR-10), :mod:`vitedu.cluttered` (one digit among clutter), :mod:`vitedu.imagefolder`
@@ -21,8 +26,10 @@ for any of the data sets, including your own images (``vitedu.imagefolder``).
 
 Splits (fixed, stratified: every class keeps its share in every split; seed 0)
 
-    digits    train 1259 / val 179 / test 359   (70 / 10 / 20 %; train + val is the usual 80 % split)
-    cifar10   train 45000 / val 5000 / test 10000   (val held out of the official training set)
+    digits    train 1259 / val 179 / test 359
+              (70 / 10 / 20 %; train + val is the usual 80 % split)
+    cifar10   train 45000 / val 5000 / test 10000
+              (val held out of the official training set)
 """
 
 from __future__ import annotations

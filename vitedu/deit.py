@@ -1,6 +1,7 @@
 """DeiT's distilled ViT (Touvron et al., 2021): a second learned token, [DIST], beside [CLS].
 
-    [CLS] [DIST] patch_1 ... patch_N  -> L encoder blocks -> head([CLS]) and head_dist([DIST])
+    [CLS] [DIST] patch_1 ... patch_N  -> L encoder blocks
+                                      -> head([CLS]) and head_dist([DIST])
 
 The two tokens go through the same blocks and attend to everything, but they are trained towards
 different targets: [CLS] towards the true labels, [DIST] towards a teacher's predictions (a convnet in

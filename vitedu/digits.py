@@ -1,7 +1,9 @@
 """The 1,797 handwritten 8x8 digits shipped with vitedu, in a fixed stratified train/val/test split.
 
-    splits = load_digits()                    # offline: the digits live in vitedu/assets (45 kB)
-    images, labels = splits["train"]          # (1259, 1, 8, 8) uint8 in [0, 16], (1259,) int64
+    # offline: the digits live in vitedu/assets (45 kB)
+    splits = load_digits()
+    # (1259, 1, 8, 8) uint8 in [0, 16], (1259,) int64
+    images, labels = splits["train"]
 
 The digits are UCI's (scikit-learn's ``load_digits``); ``tools/make_digits_asset.py`` wrote the asset once.
 Splits are fixed and stratified (every class keeps its share in every split; seed 0):

@@ -1,7 +1,9 @@
 """Training on several processes with PyTorch's own engine: torchrun and DistributedDataParallel.
 
-    torchrun --nproc_per_node=2 -m vitedu.train --dataset digits --out runs/ddp    # 2 processes
-    python -m vitedu.train --dataset digits --out runs/one                         # 1 process, as before
+    # 2 processes
+    torchrun --nproc_per_node=2 -m vitedu.train --dataset digits --out runs/ddp
+    # 1 process, as before
+    python -m vitedu.train --dataset digits --out runs/one
 
 torchrun (installed with torch) starts N copies of the same program and tells each who it is through
 environment variables: RANK (0 .. N-1), LOCAL_RANK (its index on this machine, which picks its GPU) and

@@ -1,8 +1,9 @@
 """What counts as an effect: the book's one rule for reading a comparison run with a few seeds.
 
-    d = paired_difference(with_it=[95.1, 95.0, 93.5], without=[91.5, 93.3, 89.9])   # per seed, in points
-    print(d)         # +3.0 [+0.2, +5.7]   the mean difference and its 95 % interval
-    d.effect         # True: the interval excludes zero
+    # per seed, in points
+    d = paired_difference(with_it=[95.1, 95.0, 93.5], without=[91.5, 93.3, 89.9])
+    print(d)    # +3.0 [+0.2, +5.7]   the mean difference and its 95 % interval
+    d.effect    # True: the interval excludes zero
 
 A controlled comparison changes one thing and runs both sides with the same seeds, so seed s of one side meets
 the same data order (and, where the models share their parameters, the same start) as seed s of the other. The

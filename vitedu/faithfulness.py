@@ -10,12 +10,17 @@ separate, testable question. Rank the patches by an explanation (most important 
 
 A random order is the baseline every explanation must beat. The explanations compared in chapter 8:
 
-    scores = {"rollout": cls_attention(attention_rollout(maps)), "last [CLS]": cls_attention(maps[-1].mean(1)),
-              "grad x input": gradient_times_input(model, x, y, 4, fill), "random": torch.rand(B, 64)}
-    deleted, inserted = deletion_insertion_curves(model, x, y, scores["rollout"], 4, fill)
+    scores = {"rollout": cls_attention(attention_rollout(maps)),
+              "last [CLS]": cls_attention(maps[-1].mean(1)),
+              "grad x input": gradient_times_input(model, x, y, 4, fill),
+              "random": torch.rand(B, 64)}
+    deleted, inserted = deletion_insertion_curves(
+        model, x, y, scores["rollout"], 4, fill)
     print(curve_area(deleted).mean(), curve_area(inserted).mean())
-    # all four rankings in one call, (4, B, K + 1) each: the canvases they share are computed once
-    deleted, inserted = deletion_insertion_curves(model, x, y, torch.stack(list(scores.values())), 4, fill)
+    # all four rankings in one call, (4, B, K + 1) each: the canvases they
+    # share are computed once
+    deleted, inserted = deletion_insertion_curves(
+        model, x, y, torch.stack(list(scores.values())), 4, fill)
 
 "Blank" is a value the model sees where there is no ink (``fill``): for canvases normalised with
 ``mean``/``std`` it is ``(0 - mean) / std``, the background, not 0. Compute it as the canvases were

@@ -1,6 +1,7 @@
 """Fair grading: each graded part of an assignment is tested on top of *reference* earlier parts.
 
-    with reference_parts(globals(), "attention_weights"):   # in the graded cell of part 2
+    # in the graded cell of part 2
+    with reference_parts(globals(), "attention_weights"):
         check_attention(attention)
 
 A student's ``attention`` calls their own ``attention_weights``. Tested as it is, one wrong line in part 1

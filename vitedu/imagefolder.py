@@ -1,11 +1,13 @@
 """Your own images: a folder with one sub-folder per class, read with Pillow (no torchvision).
 
-    my_images/                      or, with your own split:   my_images/train/cat/...
-        cat/  001.jpg 002.png ...                               my_images/val/cat/...
-        dog/  a.jpg b.jpg ...                                   my_images/test/cat/...  (optional)
+    my_images/                    or, with your own split:
+        cat/  001.jpg 002.png ...     my_images/train/cat/...
+        dog/  a.jpg b.jpg ...         my_images/val/cat/...
+                                      my_images/test/cat/...  (optional)
 
     splits, classes = load_image_folder("my_images", img_size=32)
-    images, labels = splits["train"]          # (N, 3, 32, 32) uint8, (N,) int64; classes[label] is its folder
+    # (N, 3, 32, 32) uint8, (N,) int64; classes[label] is its folder
+    images, labels = splits["train"]
 
     python -m vitedu.train --dataset imagefolder --data-root my_images
 

@@ -1,7 +1,8 @@
 """The linear probe: how much of a digit's class a frozen encoder's tokens hold, read by a logistic regression.
 
     from vitedu.linear_probe import linear_probe
-    linear_probe(vitedu.create_model("vit_cluttered_digits_mae", pretrained=True), n_labelled=1000, seed=0)
+    encoder = vitedu.create_model("vit_cluttered_digits_mae", pretrained=True)
+    linear_probe(encoder, n_labelled=1000, seed=0)
 
 Frozen encoder features of n labelled *training* canvases, [CLS] or the mean of the patch tokens (both after the
 encoder's final norm), standardised, into a multinomial logistic regression (full-batch L-BFGS); the pooling and

@@ -1,7 +1,9 @@
 """Batches on the device: shuffled, scaled, augmented and normalised mini-batches of in-memory images.
 
-    loader = TensorLoader(images, labels, 64, mean, std, max_value=16, shuffle=True)
-    for images, labels in loader:   # images (batch, C, H, W) float32, labels (batch,) int64
+    loader = TensorLoader(images, labels, 64, mean, std, max_value=16,
+                          shuffle=True)
+    # images (batch, C, H, W) float32, labels (batch,) int64
+    for images, labels in loader:
 
 ``DatasetError`` is the one error every data set raises when it cannot be downloaded, verified or read.
 """

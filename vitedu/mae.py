@@ -1,8 +1,11 @@
 """The masked autoencoder (He et al., 2022, "Masked Autoencoders Are Scalable Vision Learners").
 
-    image -> patches + positions -> hide 75 % at random -> ViT encoder on the visible 25 % only
-          -> light decoder: visible tokens + one shared [MASK] token per hidden patch, its own positions
-          -> a prediction of every patch's pixels -> mean squared error on the *hidden* patches only
+    image -> patches + positions -> hide 75 % at random
+          -> ViT encoder on the visible 25 % only
+          -> light decoder: visible tokens + one shared [MASK] token per
+             hidden patch, its own positions
+          -> a prediction of every patch's pixels
+          -> mean squared error on the *hidden* patches only
 
 Nothing is labelled: the image is its own target. The encoder never sees a mask token, so it processes a quarter
 of the tokens (a quarter of the cost of its linear layers, a sixteenth of attention's), and what it learns is what

@@ -1,7 +1,8 @@
 """MAE pre-training (He et al., 2022), scaled down to the cluttered digits: the recipe and the loop (chapter 10).
 
     from vitedu.mae_pretrain import MAEConfig, pretrain
-    model, history, steps = pretrain(MAEConfig(epochs=200, base_lr=1.5e-3, warmup_epochs=10), out="runs/mae")
+    config = MAEConfig(epochs=200, base_lr=1.5e-3, warmup_epochs=10)
+    model, history, steps = pretrain(config, out="runs/mae")
 
 A ``vitedu.mae.MaskedAutoencoder`` whose encoder has the size of ``vit_cluttered_digits`` (embed_dim 64, depth 4,
 4 heads, mlp_ratio 2, 4x4 patches of a 32x32x1 canvas) and a lighter decoder (width 48, one block), trained on

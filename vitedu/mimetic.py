@@ -6,8 +6,10 @@ timm's random initialisation it may never learn to look nearby: on chapter 8's c
 block of such a model attends about uniformly. Trockman & Kolter noticed that in pre-trained ViTs two
 products of weights have a simple structure, and initialise them that way:
 
-    W_q^T W_k  ~  alpha_1 Z_1 + beta_1 I     (per head; queries match keys that resemble them)
-    W_v^T W_o^T ~ alpha_2 Z_2 - beta_2 I     (the value path, all heads together)
+    W_q^T W_k  ~  alpha_1 Z_1 + beta_1 I
+                  (per head; queries match keys that resemble them)
+    W_v^T W_o^T ~ alpha_2 Z_2 - beta_2 I
+                  (the value path, all heads together)
 
 with Z a random matrix of entries N(0, 1/dim). The paper uses (alpha_1, beta_1) = (0.7, 0.7) and
 (alpha_2, beta_2) = (0.4, 0.4). Each product is split back into two factors by an SVD,

@@ -1,6 +1,7 @@
 """The optimizers of the training recipe: AdamW, or Muon for the blocks' weight matrices with AdamW for the rest.
 
-    optimizer = make_optimizer(model, config)   # config.optimizer: "adamw" (DeiT's) or "muon"
+    # config.optimizer: "adamw" (DeiT's) or "muon"
+    optimizer = make_optimizer(model, config)
 
 AdamW (Loshchilov & Hutter, 2019) scales every coordinate of the gradient by its own running size. Muon (Jordan
 et al., 2024) treats a weight matrix as a matrix: it keeps a momentum of the gradient, replaces it by the nearest

@@ -5,8 +5,10 @@ with this mean and std. timm records that in ``model.pretrained_cfg``; vitedu do
 every model built by ``vitedu.create_model`` or ``vitedu.from_pretrained``:
 
     model = vitedu.create_model("vit_cluttered_digits", pretrained=True).eval()
-    images, labels, _ = vitedu.load_cluttered_digits("test")   # (N, 1, 32, 32) in [0, 1]
-    x = vitedu.create_transform(model)(images)                  # resize to input_size, normalise with mean/std
+    # (N, 1, 32, 32) in [0, 1]
+    images, labels, _ = vitedu.load_cluttered_digits("test")
+    # resize to input_size, normalise with mean/std
+    x = vitedu.create_transform(model)(images)
     print((model(x).argmax(-1) == labels).float().mean())
 
 ``pretrained_cfg`` keys: ``input_size`` (C, H, W), ``mean`` and ``std`` (one value per channel), ``interpolation``

@@ -156,8 +156,10 @@ def row_column_similarity(pair_values: Tensor, grid_size: int | tuple[int, int])
     with the prefix tokens removed -> a dict of
 
       distance      (D,)     d = 1 .. min(grid_h, grid_w) - 1, in patches
-      row_mean      (..., D) mean over the pairs (r, c), (r, c + d): same row, d apart
-      column_mean   (..., D) mean over the pairs (r, c), (r + d, c): same column, d apart
+      row_mean      (..., D) mean over the pairs (r, c), (r, c + d):
+                             same row, d apart
+      column_mean   (..., D) mean over the pairs (r, c), (r + d, c):
+                             same column, d apart
       row_count     (D,)     grid_h * (grid_w - d) pairs
       column_count  (D,)     grid_w * (grid_h - d) pairs
 
@@ -332,9 +334,12 @@ def position_distance_correlation(
 
     model, or pos_embed (1, tokens, dim) / (tokens, dim) with its grid_size -> a dict of floats
 
-      pearson   the correlation between cosine similarity and Euclidean grid distance (in patches)
-      spearman  the same on ranks (ties averaged): any monotone fall scores -1, not only a straight line
-      pairs     the number of pairs used: every unordered pair of distinct patches, P (P - 1) / 2
+      pearson   the correlation between cosine similarity and Euclidean grid
+                distance (in patches)
+      spearman  the same on ranks (ties averaged): any monotone fall scores -1,
+                not only a straight line
+      pairs     the number of pairs used: every unordered pair of distinct
+                patches, P (P - 1) / 2
 
     -1 means "the further apart, the less alike", a map of the grid; 0 means no relation, as for random
     embeddings. The number is a baseline question before it is a finding: fixed 2-D sin-cos embeddings score

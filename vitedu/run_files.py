@@ -1,7 +1,9 @@
 """A training run's files: checkpoints that resume it exactly, and the weights of a finished model.
 
-    save_checkpoint(out, model, optimizer, scaler, config, history, epoch, step)   # after every epoch
-    state = load_checkpoint(out, model, optimizer, scaler)                         # resume
+    # after every epoch
+    save_checkpoint(out, model, optimizer, scaler, config, history, epoch, step)
+    # resume
+    state = load_checkpoint(out, model, optimizer, scaler)
 
 Tensors go into safetensors files (no pickle, so loading cannot run code), everything else into JSON; every file
 is written atomically (a temporary name, then a rename), and each carries the epoch, so a checkpoint torn by a

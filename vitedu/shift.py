@@ -5,8 +5,9 @@ the same tokens; shifted by one pixel, every one of its patches holds different 
 is translation equivariant by construction, so a CNN reads a shifted digit as it reads an unshifted one;
 a ViT must *learn* this from data (Dosovitskiy et al., 2021, section 3.1). The experiment:
 
-    acc = offset_accuracy(model, patch_size=4)   # (4, 4): rows = row offset, columns = column offset
-    acc.min()                                    # the worst sub-patch shift
+    # (4, 4): rows = row offset, columns = column offset
+    acc = offset_accuracy(model, patch_size=4)
+    acc.min()   # the worst sub-patch shift
 
 Each entry is the accuracy on canvases whose digit cell starts at ``offset + patch_size * k`` on each
 axis: the same digits of the split at every offset, other positions and clutter drawn with one seed.

@@ -1,8 +1,9 @@
 """The masked autoencoder shipped with vitedu, whole: the encoder and the decoder trained beside it (chapter 10).
 
     from vitedu.shipped_mae import load_shipped_mae
-    mae = load_shipped_mae()                     # MaskedAutoencoder, eval mode
-    loss, pred, mask = mae(canvases)             # normalised canvases, as the encoder's pretrained_cfg says
+    mae = load_shipped_mae()           # MaskedAutoencoder, eval mode
+    # normalised canvases, as the encoder's pretrained_cfg says
+    loss, pred, mask = mae(canvases)
 
 ``vitedu.create_model("vit_cluttered_digits_mae", pretrained=True)`` gives the encoder alone, as the official MAE
 checkpoints ship it; this module adds the decoder, which only reconstructions need.

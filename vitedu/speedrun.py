@@ -1,7 +1,9 @@
 """The book's ViT from scratch in minutes on a laptop's CPU: one command, one line of results.
 
-    python -m vitedu.speedrun --seed 0 --out runs/speedrun    # trains vit_cluttered_digits, both threads
-    model, config = vitedu.load_trained("runs/speedrun")      # the trained model, in eval mode
+    # trains vit_cluttered_digits, both threads
+    python -m vitedu.speedrun --seed 0 --out runs/speedrun
+    # the trained model, in eval mode
+    model, config = vitedu.load_trained("runs/speedrun")
 
 It trains ``PRESETS["speedrun"]`` with ``vitedu.train.fit`` (checkpoints after every epoch in ``--out``), then
 scores the model as chapter 8 scores the shipped one: accuracy on the 2,000 test canvases with the digit
@@ -17,7 +19,8 @@ the blocks' weight matrices (``vitedu.optimizers``), which learns more from each
 ("The CPU speedrun") has the measurements behind each choice, and what did not help. ``speedrun.json`` in
 ``--out`` records the numbers of the last line.
 
-    python -m vitedu.speedrun --processes 2 --out runs/sr2   # two one-thread processes share every batch
+    # two one-thread processes share every batch
+    python -m vitedu.speedrun --processes 2 --out runs/sr2
 """
 
 from __future__ import annotations

@@ -1,9 +1,13 @@
 """Train a ViT: the loop, its schedule, checkpoints that resume, and a command line.
 
-    python -m vitedu.train --dataset digits              # 8x8 digits, offline, on a CPU
-    python -m vitedu.train --dataset cifar10 --out runs/c10   # a GPU and the internet (once)
-    python -m vitedu.train --dataset imagefolder --data-root my_images   # your own images, a folder per class
-    torchrun --nproc_per_node=2 -m vitedu.train --dataset digits   # 2 processes (vitedu.distributed)
+    # 8x8 digits, offline, on a CPU
+    python -m vitedu.train --dataset digits
+    # a GPU and the internet (once)
+    python -m vitedu.train --dataset cifar10 --out runs/c10
+    # your own images, a folder per class
+    python -m vitedu.train --dataset imagefolder --data-root my_images
+    # 2 processes (vitedu.distributed)
+    torchrun --nproc_per_node=2 -m vitedu.train --dataset digits
 
 The recipe is DeiT's (Touvron et al., 2021) scaled down: AdamW, linear warm-up then cosine decay,
 label smoothing, gradient clipping, weight decay on weight matrices only, data augmentation, and

@@ -1,6 +1,7 @@
 """The Vision Transformer (Dosovitskiy et al., 2021), with timm's parameter names.
 
-    image -> patches -> linear embedding -> [CLS] + positions -> L encoder blocks -> LayerNorm -> head
+    image -> patches -> linear embedding -> [CLS] + positions
+          -> L encoder blocks -> LayerNorm -> head
 
 The state_dict has the same keys and shapes as ``timm.models.vision_transformer.VisionTransformer``
 for the same configuration, so timm checkpoints load directly (and ``vitedu.from_pretrained`` converts

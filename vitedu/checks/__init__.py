@@ -1,7 +1,8 @@
 """Checks for the assignments: feedback that teaches instead of a bare ``AssertionError``.
 
     from vitedu.checks import check_attention
-    check_attention(attention)    # prints "✓ check_attention passed ..." or raises CheckFailed
+    # prints "✓ check_attention passed ..." or raises CheckFailed
+    check_attention(attention)
 
 Each check runs the student's function (or builds the student's module) on fresh random inputs of
 its own and compares the result with the reference in ``vitedu``. When they differ, it also computes a
