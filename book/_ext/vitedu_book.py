@@ -173,7 +173,8 @@ class VitEduModule(SphinxDirective):
         lines = ["```{eval-rst}", *lines, "```"]
         container = nodes.container()
         nested_parse_with_titles(self.state, StringList(lines, source=f"<vitedu-module {modname}>"), container)
-        # Examples in docstrings may use the package's 120 columns: book/_static/vitedu.css wraps them.
+        # Examples in docstrings fit the page's 77 columns (tests/test_api_examples.py), though the package's
+        # code may use 120: should one not fit, book/_static/vitedu.css wraps it rather than scroll.
         for block in container.findall(nodes.literal_block):
             block["classes"].append("vitedu-docstring")
         return container.children
