@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import posixpath
 import re
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from sphinx.application import Sphinx
 from sphinx.transforms import SphinxTransform
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
+from sphinx.util.osutil import relative_uri
 
 # A line of a plain-text docstring that states shapes, e.g. "(batch, tokens, dim) -> (batch, tokens, dim)",
 # "-> output (..., queries, d_v)" or "q: (..., queries, d_k)   k: (..., keys, d_k)".
@@ -269,6 +271,27 @@ def _number_appendix_figures(app: Sphinx, env) -> list[str]:
     return renumbered
 
 
+def _link_figures_to_their_files(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """Make every figure's image a link to its own file. A figure wider than the text column is shown
+    smaller than it was drawn (on a phone, to a third), and its labels with it; followed, the link shows
+    the file at its full size, to zoom and scroll. Sphinx links an image this way only when the page
+    gives it a width (the diagrams' ``:width: 100%``); a notebook's output figures have none."""
+    if app.builder.format != "html":
+        return
+    images = relative_uri(app.builder.get_target_uri(docname), "_images")
+    for figure in doctree.findall(nodes.figure):
+        for image in figure.findall(nodes.image):
+            if isinstance(image.parent, nodes.reference):
+                continue
+            candidate = image.get("candidates", {}).get("*", image["uri"])
+            if candidate not in app.env.images:
+                continue  # not a file of the book (Sphinx reports it)
+            link = nodes.reference("", "", internal=True)
+            link["refuri"] = posixpath.join(images, app.env.images[candidate][1])
+            image.replace_self(link)
+            link.append(image)
+
+
 def _add_static(app: Sphinx) -> None:
     # book/_static holds the style sheet and the explorer's script and data; the theme's and the
     # extensions' own static folders stay first on the path.
@@ -285,4 +308,5 @@ def setup(app: Sphinx) -> dict[str, object]:
     app.connect("config-inited", _tuples_for_nitpick_ignore)
     app.connect("html-page-context", _drop_duplicate_scripts)
     app.connect("env-get-updated", _number_appendix_figures, priority=900)
+    app.connect("doctree-resolved", _link_figures_to_their_files)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
