@@ -38,11 +38,11 @@ _LAZY = {
     "PRESETS": "config", "TrainConfig": "config", "fit": "train", "load_trained": "train",
 }
 _SUBMODULES = (
-    "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit", "data",
-    "deit", "digits", "distributed", "effects", "faithfulness", "frozen", "grading", "hf_configs", "imagefolder",
-    "interpret", "linear_probe", "loaders", "mae", "mae_pretrain", "mimetic", "models", "optimizers", "preprocess",
-    "pretrained", "probes", "registry", "run_files", "shift", "shipped", "shipped_mae", "speedrun", "state_dicts",
-    "timm_configs", "train", "utils", "vit",
+    "augment", "cait", "checkpoints", "checks", "cifar", "cluttered", "cnn", "config", "constants", "convit", "cost",
+    "data", "deit", "digits", "distributed", "effects", "faithfulness", "frozen", "grading", "hf_configs",
+    "imagefolder", "interpret", "linear_probe", "loaders", "mae", "mae_pretrain", "mimetic", "models", "optimizers",
+    "preprocess", "pretrained", "probes", "registry", "run_files", "shift", "shipped", "shipped_mae", "speedrun",
+    "state_dicts", "timm_configs", "train", "utils", "vit",
 )
 
 
