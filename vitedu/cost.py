@@ -3,9 +3,12 @@
 Chapter 3 weighs the explicit attention path (which builds the (T, T) weights) against the fused kernel. Its
 arguments are measurements, not shapes multiplied out, and these are the instruments:
 
-    time_ms(lambda: attention(q, k, v))                      # ms per call, this thread's CPU time
-    peak_memory_mib([256, 512, 1024])                         # {T: (explicit MiB, fused MiB)}, a fresh process
-    saved, node = saved_for_backward(lambda: attention(...))  # what backward will need, and its first node
+    # ms per call, this thread's CPU time
+    time_ms(lambda: attention(q, k, v))
+    # {T: (explicit MiB, fused MiB)}, measured in a fresh process
+    peak_memory_mib([256, 512, 1024])
+    # what backward will need, and its first node
+    saved, node = saved_for_backward(lambda: attention(...))
 """
 
 from __future__ import annotations
