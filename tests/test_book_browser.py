@@ -50,7 +50,9 @@ import nbformat
 import pytest
 from book_pages import (
     BUILD,
+    CHROMIUM_FLAGS,
     LOCAL_BADGE_IMAGE,
+    NOT_LOCAL,
     ROOT,
     Page,
     colab_url,
@@ -62,19 +64,7 @@ from book_pages import (
 pytestmark = pytest.mark.book
 
 SCREENSHOTS = BUILD / "screenshots"
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--in-process-gpu",  # no separate GPU process to talk to: about 15 % less CPU a page here
-    # V8 without its top tier (TurboFan): the pages' scripts (MathJax, the theme, the explorer's ViT) run for
-    # about a second a load, too short for TurboFan's compiles on background threads to pay for themselves.
-    # The same JavaScript semantics (every tier computes the same doubles). Measured (CPU of the process tree):
-    # 4 explorer + 3 book loads 14.7 -> 11.2 s (2 runs each); whole modules, 2 A/B pairs: explorer -7.7 and
-    # -2.7 s, this module +2.6 and -1.8 s (within the noise of a shared machine).
-    "--js-flags=--max-opt=2",
-]
 # Every URL that is not a local file: the requests the tests abort (the book works offline).
-NOT_LOCAL = re.compile(r"^(?!file://)")
 # External URLs a page may request: none (the book works offline).
 EXPECTED_EXTERNAL: dict[str, str] = {}
 WIDE, PHONE = 1280, 390

@@ -23,7 +23,7 @@ import re
 import time
 
 import pytest
-from book_pages import Page, ensure_built, headless_chromium, notebook_pages
+from book_pages import Page, ensure_built, notebook_pages, offline_tab
 
 pytestmark = pytest.mark.book
 
@@ -32,7 +32,6 @@ WIDE = 1280
 # The chapters: notebooks/01_... to 10_..., and the appendices A1, A2.
 CHAPTER = re.compile(r"notebooks/(\d\d|A\d)_")
 CHAPTERS = [page for page in notebook_pages() if CHAPTER.match(page.docname)]
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 # Heights in CSS pixels of what is drawn: checkVisibility() is false for the code of a closed <details>
 # (a folded cell) and for a cell in a collapsed dropdown (visibility: hidden), whose box may still have a height.
@@ -95,14 +94,9 @@ def test_visible_code_is_at_most_a_third_of_each_chapter() -> None:
     ensure_built()
     start = time.perf_counter()
     rows = {}
-    with headless_chromium(CHROMIUM_FLAGS) as chromium:
-        context = chromium.new_context(viewport={"width": WIDE, "height": 900})
-        # offline: every request that is not a local file is aborted
-        context.route(re.compile(r"^(?!file://)"), lambda route: route.abort())
-        tab = context.new_page()
+    with offline_tab(WIDE) as tab:
         for page in CHAPTERS:
             rows[page.docname] = measure(tab, page)
-        context.close()
     print(f"\nvisible code at {WIDE} px ({time.perf_counter() - start:.0f} s)")
     print(f"{'chapter':38} {'code px':>8} {'page px':>8} {'share':>6}  folded cells")
     shares = {}

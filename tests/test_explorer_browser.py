@@ -30,8 +30,8 @@ import contourpy
 import numpy as np
 import pytest
 import torch
-from book_pages import HTML, ROOT, build_book, headless_chromium
-from test_book_browser import CHROMIUM_FLAGS, NOT_LOCAL, check_page, page_entry
+from book_pages import CHROMIUM_FLAGS, HTML, NOT_LOCAL, ROOT, build_book, headless_chromium
+from test_book_browser import check_page, page_entry
 from tools_loader import load_tool
 
 from vitedu.digits import DIGITS_MAX, load_digits
@@ -437,6 +437,11 @@ def test_digits_drawn_at_the_squares_size_are_read_right_anywhere(tab) -> None:
     print(f"drawn vs training digits: ink height {heights}, stroke width {[round(w, 2) for w in widths]} pixels")
     assert heights[0] == heights[1] == pad["digit"], heights
     assert abs(widths[0] - widths[1]) <= 0.1, widths
+    # and the page says so with these numbers
+    prose = " ".join((ROOT / "book" / "explorer.md").read_text().split())
+    stated = (f"The pen is {pad['pen']} pixels wide, as wide as the strokes of the training digits "
+              f"({widths[1]:.2f} pixels")
+    assert stated in prose, f"book/explorer.md should say: {stated}"
 
 
 def test_a_drawing_can_be_explored_in_the_maps(tab) -> None:

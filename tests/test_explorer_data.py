@@ -122,3 +122,22 @@ def test_at_least_one_canvas_is_a_mistake_the_first_ones_in_order(data, test_set
     # honest choice: no mistake earlier in the test set was left out
     indices = [c["index"] for c in mistakes]
     assert indices == sorted(indices)
+
+
+def test_the_pages_size_numbers_are_chapter_8s_measurement():
+    """The draw pad's paragraph on what the model has not learned quotes chapter 8's stored measurement of the
+    shipped model on digits of 6, 8, 10 and 12 pixels (400 canvases each); a new run of the chapter must not
+    leave the page quoting old numbers."""
+    import json
+    import re
+
+    cells = json.loads((ROOT / "notebooks" / "08_inside_a_vit.ipynb").read_text())["cells"]
+    printed = "".join("".join(out.get("text", "")) for cell in cells if cell["cell_type"] == "code"
+                      for out in cell.get("outputs", []))
+    sizes = re.search(r"by the digit's side: \(6, 8, 10, 12\) pixels\n\s+shipped ViT, anywhere\s+([\d. ]+)\n", printed)
+    assert sizes, "chapter 8 no longer prints the shipped model's accuracy by digit size"
+    at6, at8, at10, at12 = sizes[1].split()
+    assert "size_accuracy(trained, s, 400, 1)" in "".join("".join(c["source"]) for c in cells)
+    page = " ".join((ROOT / "book" / "explorer.md").read_text().split())
+    quoted = f"it reads {at8} % of 400 test canvases right at 8 pixels, {at10} % at 10, {at6} % at 6 and {at12} % at 12"
+    assert quoted in page, f"book/explorer.md should say: {quoted}"

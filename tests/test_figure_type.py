@@ -28,7 +28,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from book_pages import ROOT, Page, ensure_built, headless_chromium, notebook_pages
+from book_pages import ROOT, Page, ensure_built, notebook_pages, offline_tab
 
 pytestmark = pytest.mark.book
 
@@ -38,8 +38,6 @@ MIN_LABEL_PX = 9.0  # at 1280 px: the smallest label of every figure
 # a 15-px side note) in a 640-px drawing shown 342 px wide, is 5.8 px; followed, the link shows it at 10.8 px.
 MIN_PHONE_SVG_PX = 5.5
 DIAGRAMS = ROOT / "book" / "diagrams"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-NOT_LOCAL = re.compile(r"^(?!file://)")
 
 # matplotlib's defaults (matplotlib.rcParams) and its named sizes, relative to font.size.
 DEFAULT_DPI, DEFAULT_FONT = 100.0, 10.0
@@ -175,11 +173,8 @@ JS_SVG_FONT = """() => {
 
 @pytest.fixture(scope="module")
 def tab():
-    with headless_chromium(CHROMIUM_FLAGS) as chromium:
-        context = chromium.new_context(viewport={"width": WIDE, "height": 900})
-        context.route(NOT_LOCAL, lambda route: route.abort())  # the book works offline
-        yield context.new_page()
-        context.close()
+    with offline_tab(WIDE) as tab:
+        yield tab
 
 
 def _svg_fonts(tab) -> dict[str, dict]:
